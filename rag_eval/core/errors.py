@@ -1,0 +1,143 @@
+"""Every error rag_eval raises, in one tree.
+
+::
+
+    RagEvalError
+    ├── InputError                      exit 2: something the user wrote is wrong
+    │   ├── ConfigError                 RagConfig, experiment and chunker settings (all problems at once)
+    │   ├── DatasetError                a data set file: path, line, field
+    │   ├── EmbeddingMismatchError      precomputed vectors do not match what they claim to embed
+    │   ├── SearchRequestError          Milvus refused the request itself
+    │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
+    │   │   └── FilterError             the filter expression was refused
+    │   └── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
+    └── InfrastructureError             exit 3: the environment failed, the input may be fine
+        ├── SearchUnavailableError      server unreachable or timed out (after retries)
+        ├── CollectionNotFoundError     collection missing
+        ├── CollectionNotLoadedError    collection exists but is not loaded
+        └── RunStoreError               the run directory cannot be written or resumed
+
+Messages are one sentence that says what to do; the structured attributes
+(``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details.
+Third-party errors are translated at the boundary with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class RagEvalError(Exception):
+    """Base of every error raised on purpose by rag_eval."""
+
+    exit_code: int = 1
+
+
+class InputError(RagEvalError):
+    """Something the user wrote (config, data set, experiment, request) is wrong: exit 2."""
+
+    exit_code = 2
+
+
+class InfrastructureError(RagEvalError):
+    """The environment failed (Milvus unreachable, disk): exit 3."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One configuration problem: ``key`` is the property or table path it belongs to."""
+
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.message} @ {self.key}"
+
+
+class ConfigError(InputError):
+    """Configuration is invalid; ``problems`` lists every problem found, not just the first."""
+
+    def __init__(self, problems: Iterable[ConfigProblem], *, path: str | None = None) -> None:
+        self.problems = tuple(problems)
+        self.path = path
+        where = f"{path}: " if path else ""
+        listed = "; ".join(str(p) for p in self.problems)
+        n = len(self.problems)
+        super().__init__(f"{where}{n} configuration problem{'s' if n != 1 else ''}: {listed}")
+
+
+class DatasetError(InputError):
+    """A data set file is malformed; names the file, the line (1-based) and the field."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, field: str | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        where = path if line is None else f"{path}:{line}"
+        if field:
+            where += f": field {field!r}"
+        super().__init__(f"{where}: {message}")
+
+
+class EmbeddingMismatchError(InputError):
+    """Precomputed vectors do not belong to the chunks or queries they claim to embed."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class SearchRequestError(InputError):
+    """The search backend refused a request as malformed."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        self.uri = uri
+        super().__init__(message)
+
+
+class DimensionMismatchError(SearchRequestError):
+    """The query vector dimension differs from the collection's vector field."""
+
+
+class FilterError(SearchRequestError):
+    """The filter expression was refused by the backend."""
+
+
+class UnsupportedFeatureError(InputError):
+    """The backend does not offer a feature, or would silently ignore it."""
+
+    def __init__(self, message: str, *, feature: str, uri: str | None = None) -> None:
+        self.feature = feature
+        self.uri = uri
+        super().__init__(message)
+
+
+class SearchUnavailableError(InfrastructureError):
+    """The search backend could not be reached, or did not answer in time."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        self.uri = uri
+        super().__init__(message)
+
+
+class CollectionNotFoundError(InfrastructureError):
+    def __init__(self, message: str, *, collection: str, uri: str | None = None) -> None:
+        self.collection = collection
+        self.uri = uri
+        super().__init__(message)
+
+
+class CollectionNotLoadedError(InfrastructureError):
+    def __init__(self, message: str, *, collection: str, uri: str | None = None) -> None:
+        self.collection = collection
+        self.uri = uri
+        super().__init__(message)
+
+
+class RunStoreError(InfrastructureError):
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
