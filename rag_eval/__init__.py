@@ -1,0 +1,1 @@
+"""rag_eval: the chunk evidence identity RAG pipeline and its evaluation and regression harness."""

@@ -1,0 +1,1 @@
+"""Data sets: loaders (BEIR + span qrels, TREC qrels), chunkers, chunk-level labels, validation."""

@@ -92,9 +92,7 @@ class _Base:
     def ranges(self, text: str) -> list[tuple[int, int]]:
         raise NotImplementedError
 
-    def split(
-        self, doc_id: str, text: str, *, title: str = "", source: str = "", category: str = ""
-    ) -> list[Chunk]:
+    def split(self, doc_id: str, text: str, *, title: str = "", source: str = "", category: str = "") -> list[Chunk]:
         return [
             Chunk(
                 doc_id=doc_id,

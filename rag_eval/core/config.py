@@ -1,0 +1,272 @@
+"""RagConfig (D4): retrieve width, return width, per-document cap, projector budgets.
+
+Read from Java ``.properties`` exactly as the production service has them, from
+TOML tables, or from plain mappings. Precedence (D4): explicit ``rag.retrieve-k`` /
+``rag.return-n`` win; where one is absent and the legacy ``rag.top-k`` is set,
+``rag.top-k`` fills it; otherwise the defaults apply (20 / 5 / 2).
+
+>>> RagConfig.from_properties_text("rag.top-k=8").retrieve_k
+8
+>>> RagConfig.from_properties_text("rag.top-k=8\\nrag.return-n=3").return_n
+3
+
+Validation collects every problem with its key and raises one ConfigError.
+"""
+
+from __future__ import annotations
+
+import enum
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from rag_eval.core.errors import ConfigError, ConfigProblem
+
+DEFAULT_RETRIEVE_K = 20
+DEFAULT_RETURN_N = 5
+DEFAULT_MAX_CHUNKS_PER_DOCUMENT = 2
+DEFAULT_MAX_EXCERPT_CHARS = 2000
+DEFAULT_MAX_TOTAL_CHARS = 12000
+DEFAULT_MAX_BLOCKS = 8
+
+
+class PipelineKind(enum.StrEnum):
+    """Which post-processing the pipeline runs.
+
+    ``evidence`` is the design (D1-D5): chunk-scoped evidence keys, dedup by key,
+    per-document cap, retrieve-k/return-n. ``legacy`` is what it replaces:
+    document-level identity (``document_id = source``; the chunks of one document
+    merged into one content block) and one width, ``rag.top-k``, for retrieval and
+    return.
+    """
+
+    EVIDENCE = "evidence"
+    LEGACY = "legacy"
+
+
+# property key -> (field name, kind)
+_INT_KEYS: dict[str, str] = {
+    "rag.retrieve-k": "retrieve_k",
+    "rag.return-n": "return_n",
+    "rag.max-chunks-per-document": "max_chunks_per_document",
+    "rag.top-k": "top_k",
+    "rag.projector.max-excerpt-chars": "max_excerpt_chars",
+    "rag.projector.max-total-chars": "max_total_chars",
+    "rag.projector.max-blocks": "max_blocks",
+}
+_STR_KEYS: dict[str, str] = {
+    "rag.category-filter": "category_filter",
+    "rag.pipeline": "pipeline",
+}
+KNOWN_KEYS: tuple[str, ...] = tuple(sorted((*_INT_KEYS, *_STR_KEYS)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RagConfig:
+    """The pipeline's configuration after the D4 fallback has been applied.
+
+    ``top_k`` keeps the legacy value as written (None when absent) so reports can
+    show where the widths came from; the pipeline reads ``retrieve_k`` and
+    ``return_n`` only.
+    """
+
+    retrieve_k: int = DEFAULT_RETRIEVE_K
+    return_n: int = DEFAULT_RETURN_N
+    max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
+    top_k: int | None = None
+    category_filter: str | None = None
+    pipeline: PipelineKind = PipelineKind.EVIDENCE
+    max_excerpt_chars: int = DEFAULT_MAX_EXCERPT_CHARS
+    max_total_chars: int = DEFAULT_MAX_TOTAL_CHARS
+    max_blocks: int = DEFAULT_MAX_BLOCKS
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], *, source: str | None = None, strict: bool = False) -> RagConfig:
+        """Build from ``{"rag.retrieve-k": "20", ...}``; values may be strings or ints.
+
+        Keys outside ``rag.*`` are ignored unless ``strict`` (a production
+        ``.properties`` file holds other settings too); an unknown ``rag.*`` key is
+        reported as a likely typo.
+        """
+        problems: list[ConfigProblem] = []
+        ints: dict[str, int] = {}
+        strs: dict[str, str] = {}
+        for key, raw in values.items():
+            if not key.startswith("rag."):
+                if strict:
+                    problems.append(
+                        ConfigProblem(key, f"unknown key (rag settings start with 'rag.'){_suggest('rag.' + key)}")
+                    )
+                continue
+            if key in _INT_KEYS:
+                parsed = _parse_int(key, raw, problems)
+                if parsed is not None:
+                    ints[_INT_KEYS[key]] = parsed
+            elif key in _STR_KEYS:
+                text = str(raw).strip()
+                if text:
+                    strs[_STR_KEYS[key]] = text
+            else:
+                problems.append(ConfigProblem(key, f"unknown key{_suggest(key)}"))
+
+        pipeline = PipelineKind.EVIDENCE
+        if "pipeline" in strs:
+            try:
+                pipeline = PipelineKind(strs["pipeline"])
+            except ValueError:
+                problems.append(
+                    ConfigProblem(
+                        "rag.pipeline",
+                        f"{strs['pipeline']!r} is not one of {', '.join(k.value for k in PipelineKind)}",
+                    )
+                )
+
+        top_k = ints.get("top_k")
+        if pipeline is PipelineKind.LEGACY:
+            # one width for both; retrieve-k/return-n cannot both be honoured by legacy
+            for key in ("rag.retrieve-k", "rag.return-n", "rag.max-chunks-per-document"):
+                if _INT_KEYS[key] in ints:
+                    problems.append(ConfigProblem(key, "not used by rag.pipeline=legacy (one width: set rag.top-k)"))
+            width = top_k if top_k is not None else DEFAULT_RETURN_N
+            retrieve_k = return_n = width
+        else:
+            fallback_retrieve = top_k if top_k is not None else DEFAULT_RETRIEVE_K
+            fallback_return = top_k if top_k is not None else DEFAULT_RETURN_N
+            retrieve_k = ints.get("retrieve_k", fallback_retrieve)
+            return_n = ints.get("return_n", fallback_return)
+
+        config = cls(
+            retrieve_k=retrieve_k,
+            return_n=return_n,
+            max_chunks_per_document=ints.get("max_chunks_per_document", DEFAULT_MAX_CHUNKS_PER_DOCUMENT),
+            top_k=top_k,
+            category_filter=strs.get("category_filter"),
+            pipeline=pipeline,
+            max_excerpt_chars=ints.get("max_excerpt_chars", DEFAULT_MAX_EXCERPT_CHARS),
+            max_total_chars=ints.get("max_total_chars", DEFAULT_MAX_TOTAL_CHARS),
+            max_blocks=ints.get("max_blocks", DEFAULT_MAX_BLOCKS),
+        )
+        problems.extend(config.problems(explicit=ints))
+        if problems:
+            raise ConfigError(problems, path=source)
+        return config
+
+    @classmethod
+    def from_properties_text(cls, text: str, *, source: str | None = None) -> RagConfig:
+        """Parse Java ``.properties`` text (``=``, ``:`` or space separators, escapes,
+        continuations) with javaproperties, then apply :meth:`from_mapping`."""
+        import javaproperties  # lazy: keeps ``import rag_eval.core`` stdlib-only
+
+        try:
+            values = javaproperties.loads(text)
+        except (ValueError, UnicodeError) as exc:
+            raise ConfigError([ConfigProblem("(file)", f"not a .properties text: {exc}")], path=source) from exc
+        return cls.from_mapping(values, source=source)
+
+    @classmethod
+    def from_properties_file(cls, path: str | Path) -> RagConfig:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(p)) from exc
+        except UnicodeDecodeError:
+            text = p.read_text(encoding="latin-1")  # the .properties default encoding
+        return cls.from_properties_text(text, source=str(p))
+
+    @classmethod
+    def from_toml_table(cls, table: Mapping[str, Any], *, source: str | None = None) -> RagConfig:
+        """Accept nested tables (``[rag] retrieve-k = 20``, ``[rag.projector] max-blocks = 4``)
+        or dotted keys; both flatten to the property names."""
+        return cls.from_mapping(_flatten(table), source=source, strict=True)
+
+    @classmethod
+    def from_toml_text(cls, text: str, *, source: str | None = None) -> RagConfig:
+        try:
+            table = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError([ConfigProblem("(file)", f"not valid TOML: {exc}")], path=source) from exc
+        return cls.from_toml_table(table, source=source)
+
+    # -- validation and views -----------------------------------------------------------------
+
+    def problems(self, *, explicit: Mapping[str, int] | None = None) -> list[ConfigProblem]:
+        """Every rule this config breaks, each with the property key it belongs to."""
+        out: list[ConfigProblem] = []
+        by_field = {f: k for k, f in _INT_KEYS.items()}
+        for name in _INT_KEYS.values():
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                out.append(ConfigProblem(by_field[name], f"must be > 0, got {value}"))
+        if self.return_n > self.retrieve_k and self.return_n > 0 and self.retrieve_k > 0:
+            key = "rag.return-n" if explicit is None or "return_n" in explicit else "rag.top-k"
+            out.append(ConfigProblem(key, f"return-n ({self.return_n}) must not exceed retrieve-k ({self.retrieve_k})"))
+        return out
+
+    def as_properties(self) -> dict[str, str]:
+        """The effective settings as property keys (the fallback already applied)."""
+        out = {
+            "rag.pipeline": self.pipeline.value,
+            "rag.retrieve-k": str(self.retrieve_k),
+            "rag.return-n": str(self.return_n),
+            "rag.max-chunks-per-document": str(self.max_chunks_per_document),
+            "rag.projector.max-excerpt-chars": str(self.max_excerpt_chars),
+            "rag.projector.max-total-chars": str(self.max_total_chars),
+            "rag.projector.max-blocks": str(self.max_blocks),
+        }
+        if self.top_k is not None:
+            out["rag.top-k"] = str(self.top_k)
+        if self.category_filter is not None:
+            out["rag.category-filter"] = self.category_filter
+        return out
+
+    def with_(self, **changes: Any) -> RagConfig:
+        """A copy with fields changed, validated again."""
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise TypeError(f"unknown RagConfig fields: {sorted(unknown)}")
+        new = replace(self, **changes)
+        problems = new.problems()
+        if problems:
+            raise ConfigError(problems)
+        return new
+
+
+def _parse_int(key: str, raw: Any, problems: list[ConfigProblem]) -> int | None:
+    if isinstance(raw, bool):
+        problems.append(ConfigProblem(key, f"{raw!r} is not an integer"))
+        return None
+    if isinstance(raw, int):
+        return raw
+    text = str(raw).strip()
+    try:
+        return int(text, 10)
+    except ValueError:
+        hint = ""
+        if "#" in text or "!" in text:
+            hint = " (in .properties a comment starts only at the beginning of a line)"
+        problems.append(ConfigProblem(key, f"{text!r} is not an integer{hint}"))
+        return None
+
+
+def _suggest(key: str) -> str:
+    import difflib  # stdlib; only on the error path
+
+    close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(KNOWN_KEYS)})"
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        full = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, full))
+        else:
+            out[full] = value
+    return out

@@ -1,0 +1,45 @@
+"""D1: the evidence identity key.
+
+::
+
+    evidenceKey = docId + "#chunk-" + chunkIndex   if docId and chunkIndex are present
+                = "vector:" + vectorId             else if vectorId is present
+                = "rank:" + originalRank           otherwise
+
+``originalRank`` is the 1-based position of the hit in the list the search port
+returned, before any sorting (the first hit is ``rank:1``). It is only unique within
+one lookup, which is all the rank fallback promises.
+
+>>> evidence_key(doc_id="runbook-7", chunk_index=3, vector_id="991", original_rank=1)
+'runbook-7#chunk-3'
+>>> evidence_key(doc_id="runbook-7", chunk_index=None, vector_id="991", original_rank=1)
+'vector:991'
+>>> evidence_key(doc_id=None, chunk_index=None, vector_id=None, original_rank=4)
+'rank:4'
+"""
+
+from __future__ import annotations
+
+CHUNK_SEPARATOR = "#chunk-"
+VECTOR_PREFIX = "vector:"
+RANK_PREFIX = "rank:"
+
+
+def evidence_key(*, doc_id: str | None, chunk_index: int | None, vector_id: str | None, original_rank: int) -> str:
+    """The evidence key of one hit (D1). Empty strings count as missing."""
+    if doc_id and chunk_index is not None:
+        return f"{doc_id}{CHUNK_SEPARATOR}{chunk_index}"
+    if vector_id:
+        return f"{VECTOR_PREFIX}{vector_id}"
+    if original_rank < 1:
+        raise ValueError(f"original_rank is 1-based, got {original_rank}")
+    return f"{RANK_PREFIX}{original_rank}"
+
+
+def key_kind(key: str) -> str:
+    """Which branch of D1 produced ``key``: ``chunk``, ``vector`` or ``rank``."""
+    if key.startswith(VECTOR_PREFIX):
+        return "vector"
+    if key.startswith(RANK_PREFIX):
+        return "rank"
+    return "chunk"

@@ -1,0 +1,168 @@
+"""The module flow and the agent tool ``lookup_knowledge(query)`` (input unchanged).
+
+::
+
+    LookupKnowledge
+    -> transform (L0 hints)
+    -> KnowledgeSearchPort.search(retrieve-k, filter)
+    -> map to RetrievedEvidenceCandidate (+ identity)
+    -> post-process: sort, evidence-key dedup, max chunks per document, return-n
+    -> pack + assemble
+    -> RagResultProjector (dedupe by document_id = evidence key)
+
+:class:`Pipeline` is everything after the search, so a replay can run several
+configs on one shared list of hits; :class:`LookupKnowledge` adds the transform and
+the search around it.
+
+>>> from rag_eval.search.memory import InMemorySearch
+>>> port = InMemorySearch.scripted({"why is the replica behind": [
+...     dict(id="1", content="Check the SQL thread.", score=0.9, doc_id="lag", chunk_index=0, source="lag.md")]})
+>>> tool = LookupKnowledge(port)
+>>> tool.lookup_knowledge("why is the replica behind").document_ids
+('lag#chunk-0',)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rag_eval.core.config import PipelineKind, RagConfig
+from rag_eval.core.packing import EvidencePacker, LegacyPacker, RagResult, RagResultAssembler
+from rag_eval.core.ports import KnowledgeSearchPort
+from rag_eval.core.postprocess import EvidencePostProcessor, LegacyPostProcessor, PostProcessOutcome
+from rag_eval.core.projector import ProjectedPayload, RagResultProjector
+from rag_eval.core.transform import KnowledgeQueryTransformer, QueryHints
+from rag_eval.core.types import (
+    KnowledgeSearchHit,
+    KnowledgeSearchRequest,
+    RetrievedEvidenceCandidate,
+    SearchMode,
+    to_candidates,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageTimings:
+    """Nanoseconds spent in each stage of one lookup (``perf_counter_ns``)."""
+
+    transform_ns: int = 0
+    search_ns: int = 0
+    postprocess_ns: int = 0  # candidates + post-process + pack + assemble
+    projection_ns: int = 0
+
+    @property
+    def total_ns(self) -> int:
+        return self.transform_ns + self.search_ns + self.postprocess_ns + self.projection_ns
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LookupRecord:
+    """Everything one lookup produced, stage by stage (the harness reads this)."""
+
+    hints: QueryHints
+    hits: tuple[KnowledgeSearchHit, ...]
+    candidates: tuple[RetrievedEvidenceCandidate, ...]
+    outcome: PostProcessOutcome
+    result: RagResult
+    payload: ProjectedPayload
+    timings: StageTimings = field(default_factory=StageTimings)
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Post-search part of the flow for one config: candidates -> post-process -> pack ->
+    assemble -> project. Chooses the evidence (D1-D5) or legacy components from
+    ``config.pipeline``."""
+
+    config: RagConfig
+
+    @property
+    def postprocessor(self) -> EvidencePostProcessor | LegacyPostProcessor:
+        if self.config.pipeline is PipelineKind.LEGACY:
+            return LegacyPostProcessor(top_k=self.config.return_n)
+        return EvidencePostProcessor(
+            return_n=self.config.return_n, max_chunks_per_document=self.config.max_chunks_per_document
+        )
+
+    @property
+    def packer(self) -> EvidencePacker | LegacyPacker:
+        return LegacyPacker() if self.config.pipeline is PipelineKind.LEGACY else EvidencePacker()
+
+    @property
+    def projector(self) -> RagResultProjector:
+        c = self.config
+        return RagResultProjector(
+            max_excerpt_chars=c.max_excerpt_chars, max_total_chars=c.max_total_chars, max_blocks=c.max_blocks
+        )
+
+    def request(self, hints: QueryHints, mode: SearchMode = SearchMode.DENSE) -> KnowledgeSearchRequest:
+        return KnowledgeSearchRequest(
+            query=hints.normalized_query,
+            top_k=self.config.retrieve_k,
+            category_filter=self.config.category_filter,
+            mode=mode,
+            group_size=self.config.max_chunks_per_document,
+        )
+
+    def process(
+        self, hints: QueryHints, hits: Sequence[KnowledgeSearchHit], *, search_ns: int = 0, transform_ns: int = 0
+    ) -> LookupRecord:
+        """Run everything after the search on ``hits``; only the first ``retrieve_k`` are used,
+        so hits retrieved once at a larger width can be shared between configs."""
+        clock = time.perf_counter_ns
+        t0 = clock()
+        own = tuple(hits[: self.config.retrieve_k])
+        candidates = to_candidates(own)
+        outcome = self.postprocessor(candidates)
+        blocks = self.packer.pack(outcome.selected)
+        result = RagResultAssembler().assemble(hints, blocks, outcome)
+        t1 = clock()
+        payload = self.projector.project(result)
+        t2 = clock()
+        return LookupRecord(
+            hints=hints,
+            hits=own,
+            candidates=candidates,
+            outcome=outcome,
+            result=result,
+            payload=payload,
+            timings=StageTimings(
+                transform_ns=transform_ns, search_ns=search_ns, postprocess_ns=t1 - t0, projection_ns=t2 - t1
+            ),
+        )
+
+
+class LookupKnowledge:
+    """The agent tool. ``lookup_knowledge(query)`` keeps its one-argument input; the
+    configuration is the service's, not the agent's.
+    """
+
+    def __init__(
+        self,
+        port: KnowledgeSearchPort,
+        config: RagConfig | None = None,
+        *,
+        transformer: KnowledgeQueryTransformer | None = None,
+        mode: SearchMode = SearchMode.DENSE,
+    ) -> None:
+        self.port = port
+        self.pipeline = Pipeline(config or RagConfig())
+        self.transformer = transformer or KnowledgeQueryTransformer()
+        self.mode = mode
+
+    def run(self, query: str) -> LookupRecord:
+        clock = time.perf_counter_ns
+        t0 = clock()
+        hints = self.transformer.transform(query)
+        t1 = clock()
+        hits = self.port.search(self.pipeline.request(hints, self.mode))
+        t2 = clock()
+        return self.pipeline.process(hints, hits, search_ns=t2 - t1, transform_ns=t1 - t0)
+
+    def lookup_knowledge(self, query: str) -> ProjectedPayload:
+        """The tool: query in, projected payload out (``payload.as_dict()`` is its JSON)."""
+        return self.run(query).payload
+
+    __call__ = lookup_knowledge

@@ -1,0 +1,86 @@
+"""Pack selected evidence into EvidenceBlocks, and assemble the lookup's RagResult.
+
+The evidence packer makes one block per evidence key with the primary's content (D2:
+different chunks of one document are never merged). The legacy packer joins the
+contents of every chunk of a document into one block, as the replaced behaviour did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence
+from rag_eval.core.transform import QueryHints
+from rag_eval.core.types import EvidenceBlock, MemberSpan
+
+LEGACY_JOINER = "\n\n"
+
+
+def _block(sel: SelectedEvidence, position: int, content: str, members: tuple[MemberSpan, ...]) -> EvidenceBlock:
+    hit = sel.primary.hit
+    return EvidenceBlock(
+        key=sel.key,
+        position=position,
+        content=content,
+        score=hit.score,
+        doc_id=hit.doc_id,
+        source=hit.source,
+        title=hit.title,
+        category=hit.category,
+        hit_reasons=sel.hit_reasons,
+        members=members,
+        metadata=hit.metadata,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EvidencePacker:
+    """One block per selected evidence key, content of the first after sorting."""
+
+    def pack(self, selected: Iterable[SelectedEvidence]) -> tuple[EvidenceBlock, ...]:
+        out = []
+        for pos, sel in enumerate(selected, start=1):
+            content = sel.primary.hit.content
+            out.append(_block(sel, pos, content, (MemberSpan(key=sel.key, start=0, end=len(content)),)))
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyPacker:
+    """One block per document: member contents joined in score order."""
+
+    joiner: str = LEGACY_JOINER
+
+    def pack(self, selected: Iterable[SelectedEvidence]) -> tuple[EvidenceBlock, ...]:
+        out = []
+        for pos, sel in enumerate(selected, start=1):
+            parts: list[str] = []
+            spans: list[MemberSpan] = []
+            offset = 0
+            for m in sel.members:
+                if parts:
+                    offset += len(self.joiner)
+                text = m.hit.content
+                spans.append(MemberSpan(key=m.key, start=offset, end=offset + len(text)))
+                parts.append(text)
+                offset += len(text)
+            out.append(_block(sel, pos, self.joiner.join(parts), tuple(spans)))
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RagResult:
+    """What the pipeline hands the projector: L0 hints beside L1 evidence blocks."""
+
+    hints: QueryHints
+    blocks: tuple[EvidenceBlock, ...]
+    outcome: PostProcessOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class RagResultAssembler:
+    """Puts hints and blocks side by side; hints never enter ``blocks``."""
+
+    def assemble(self, hints: QueryHints, blocks: tuple[EvidenceBlock, ...], outcome: PostProcessOutcome) -> RagResult:
+        return RagResult(hints=hints, blocks=blocks, outcome=outcome)

@@ -1,0 +1,166 @@
+"""RagResultProjector (D5): the agent-facing payload.
+
+``document_id`` is the block's identity: the chunk-scoped evidence key in the evidence
+pipeline (an observable behaviour change: references stay 1:1 with excerpts), the
+source in the legacy one. ``source`` and ``title`` stay human-readable and may repeat
+across excerpts. The projector dedupes by ``document_id`` and applies its budgets
+after post-processing, in this order: blocks, characters per excerpt, total
+characters. Every cut is recorded.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from rag_eval.core.packing import RagResult
+from rag_eval.core.transform import QueryHints
+from rag_eval.core.types import EvidenceBlock
+
+
+class Budget(enum.StrEnum):
+    DUPLICATE_DOCUMENT_ID = "duplicate_document_id"
+    BLOCKS = "blocks"
+    EXCERPT_CHARS = "excerpt_chars"
+    TOTAL_CHARS = "total_chars"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetCut:
+    """One budget at work: ``chars_after == 0`` means the excerpt was dropped."""
+
+    document_id: str
+    budget: Budget
+    chars_before: int
+    chars_after: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberLoss:
+    """A member (evidence key) of a block that a budget cut, partly or wholly; the
+    first budget that reached it is named."""
+
+    key: str
+    budget: Budget
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectedExcerpt:
+    document_id: str
+    source: str | None
+    title: str | None
+    content: str
+    score: float
+    rank: int
+    truncated: bool
+    delivered_members: tuple[str, ...]  # evidence keys whose whole content is in ``content``
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "document_id": self.document_id,
+            "source": self.source,
+            "title": self.title,
+            "content": self.content,
+            "score": self.score,
+            "rank": self.rank,
+            "truncated": self.truncated,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectedPayload:
+    """What ``lookup_knowledge(query)`` returns: L1 ``excerpts`` and, beside them, L0 ``hints``."""
+
+    query: str
+    excerpts: tuple[ProjectedExcerpt, ...]
+    hints: QueryHints
+    cuts: tuple[BudgetCut, ...]
+    member_losses: tuple[MemberLoss, ...] = ()
+
+    @property
+    def document_ids(self) -> tuple[str, ...]:
+        return tuple(e.document_id for e in self.excerpts)
+
+    @property
+    def total_chars(self) -> int:
+        return sum(len(e.content) for e in self.excerpts)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready tool result the agent sees."""
+        return {
+            "query": self.query,
+            "evidence": [e.as_dict() for e in self.excerpts],
+            "hints": self.hints.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RagResultProjector:
+    """Applies D5 identity and the budgets.
+
+    >>> RagResultProjector(max_excerpt_chars=1200, max_total_chars=6000, max_blocks=8)
+    RagResultProjector(max_excerpt_chars=1200, max_total_chars=6000, max_blocks=8)
+    """
+
+    max_excerpt_chars: int
+    max_total_chars: int
+    max_blocks: int
+
+    def project(self, result: RagResult) -> ProjectedPayload:
+        seen: set[str] = set()
+        excerpts: list[ProjectedExcerpt] = []
+        cuts: list[BudgetCut] = []
+        losses: list[MemberLoss] = []
+        total = 0
+        for block in result.blocks:
+            full = len(block.content)
+            doc_id = block.key
+            lost: set[str] = set()
+
+            def drop(
+                budget: Budget, before: int, limit: int = 0, block: EvidenceBlock = block, lost: set[str] = lost
+            ) -> None:
+                cuts.append(BudgetCut(document_id=block.key, budget=budget, chars_before=before, chars_after=limit))
+                for m in block.members:
+                    if m.end > limit and m.key not in lost:
+                        lost.add(m.key)
+                        losses.append(MemberLoss(key=m.key, budget=budget))
+
+            if doc_id in seen:
+                drop(Budget.DUPLICATE_DOCUMENT_ID, full)
+                continue
+            seen.add(doc_id)
+            if len(excerpts) >= self.max_blocks:
+                drop(Budget.BLOCKS, full)
+                continue
+            kept = full
+            if kept > self.max_excerpt_chars:
+                drop(Budget.EXCERPT_CHARS, kept, self.max_excerpt_chars)
+                kept = self.max_excerpt_chars
+            remaining = max(self.max_total_chars - total, 0)
+            if kept > remaining:
+                drop(Budget.TOTAL_CHARS, kept, remaining)
+                kept = remaining
+            if kept == 0:
+                continue
+            total += kept
+            excerpts.append(
+                ProjectedExcerpt(
+                    document_id=doc_id,
+                    source=block.source,
+                    title=block.title,
+                    content=block.content[:kept],
+                    score=block.score,
+                    rank=len(excerpts) + 1,
+                    truncated=kept < full,
+                    delivered_members=tuple(m.key for m in block.members if m.end <= kept),
+                )
+            )
+        return ProjectedPayload(
+            query=result.hints.original_query,
+            excerpts=tuple(excerpts),
+            hints=result.hints,
+            cuts=tuple(cuts),
+            member_losses=tuple(losses),
+        )

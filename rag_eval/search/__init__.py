@@ -1,0 +1,1 @@
+"""Adapters of KnowledgeSearchPort: ``memory`` (in-process, public API for tests) and ``milvus``."""

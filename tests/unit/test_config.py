@@ -1,0 +1,128 @@
+"""D4: RagConfig from .properties, TOML and mappings; the legacy rag.top-k fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rag_eval.core.config import PipelineKind, RagConfig
+from rag_eval.core.errors import ConfigError
+
+
+def test_defaults_are_20_5_2() -> None:
+    c = RagConfig.from_properties_text("")
+    assert (c.retrieve_k, c.return_n, c.max_chunks_per_document) == (20, 5, 2)
+    assert c.top_k is None and c.pipeline is PipelineKind.EVIDENCE
+
+
+def test_only_legacy_top_k_sets_both_widths() -> None:
+    c = RagConfig.from_properties_text("rag.top-k=8\n")
+    assert (c.retrieve_k, c.return_n, c.top_k) == (8, 8, 8)
+
+
+@pytest.mark.parametrize(
+    ("text", "widths"),
+    [
+        ("rag.top-k=8\nrag.retrieve-k=30", (30, 8)),
+        ("rag.top-k=8\nrag.return-n=3", (8, 3)),
+        ("rag.top-k=8\nrag.retrieve-k=30\nrag.return-n=4", (30, 4)),
+        ("rag.retrieve-k=40", (40, 5)),
+        ("rag.return-n=7", (20, 7)),
+    ],
+)
+def test_explicit_widths_win_over_top_k(text: str, widths: tuple[int, int]) -> None:
+    c = RagConfig.from_properties_text(text)
+    assert (c.retrieve_k, c.return_n) == widths
+
+
+def test_properties_syntax_as_java_reads_it() -> None:
+    text = (
+        "# production file\n"
+        "spring.datasource.url=jdbc:mysql://db/x\n"
+        "rag.retrieve-k : 30\n"
+        "rag.return-n   6\n"
+        "! bang comment\n"
+        "rag.max-chunks-per-\\\n    document=3\n"
+        "rag.category-filter=runbook\\u00e9\n"
+    )
+    c = RagConfig.from_properties_text(text)
+    assert (c.retrieve_k, c.return_n, c.max_chunks_per_document) == (30, 6, 3)
+    assert c.category_filter == "runbooké"
+
+
+def test_trailing_hash_is_not_a_comment_in_properties() -> None:
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_properties_text("rag.retrieve-k=20 # vector recall width\n")
+    (problem,) = err.value.problems
+    assert problem.key == "rag.retrieve-k"
+    assert "comment starts only at the beginning of a line" in problem.message
+
+
+def test_every_problem_is_collected_with_its_key() -> None:
+    text = "rag.retrieve-k=abc\nrag.return-n=0\nrag.max-chunks-per-document=-1\nrag.retreive-k=3\n"
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_properties_text(text, source="prod.properties")
+    keys = sorted(p.key for p in err.value.problems)
+    assert keys == ["rag.max-chunks-per-document", "rag.retreive-k", "rag.retrieve-k", "rag.return-n"]
+    assert "did you mean 'rag.retrieve-k'" in str(err.value)
+    assert str(err.value).startswith("prod.properties: 4 configuration problems")
+    assert "\n" not in str(err.value)
+
+
+def test_return_n_above_retrieve_k_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_properties_text("rag.retrieve-k=4\nrag.return-n=5")
+    assert [p.key for p in err.value.problems] == ["rag.return-n"]
+
+
+def test_top_k_with_larger_return_n_names_the_key_that_broke_it() -> None:
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_properties_text("rag.top-k=3\nrag.return-n=5")
+    assert [p.key for p in err.value.problems] == ["rag.return-n"]
+
+
+def test_toml_nested_and_dotted_tables() -> None:
+    nested = RagConfig.from_toml_text("[rag]\nretrieve-k = 50\nreturn-n = 8\n[rag.projector]\nmax-blocks = 4\n")
+    dotted = RagConfig.from_toml_table({"rag.retrieve-k": 50, "rag.return-n": 8, "rag.projector.max-blocks": 4})
+    assert nested == dotted
+    assert (nested.retrieve_k, nested.return_n, nested.max_blocks) == (50, 8, 4)
+
+
+def test_toml_refuses_keys_outside_rag_and_booleans() -> None:
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_toml_table({"retrieve-k": 50, "rag": {"return-n": True}})
+    keys = sorted(p.key for p in err.value.problems)
+    assert keys == ["rag.return-n", "retrieve-k"]
+
+
+def test_legacy_pipeline_uses_one_width() -> None:
+    c = RagConfig.from_properties_text("rag.pipeline=legacy\nrag.top-k=6")
+    assert (c.pipeline, c.retrieve_k, c.return_n) == (PipelineKind.LEGACY, 6, 6)
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_properties_text("rag.pipeline=legacy\nrag.retrieve-k=20\nrag.pipeline=nope")
+    assert {p.key for p in err.value.problems} == {"rag.pipeline"}
+    with pytest.raises(ConfigError) as err2:
+        RagConfig.from_properties_text("rag.pipeline=legacy\nrag.retrieve-k=20")
+    assert [p.key for p in err2.value.problems] == ["rag.retrieve-k"]
+
+
+def test_properties_file_latin1_and_unreadable(tmp_path: Path) -> None:
+    f = tmp_path / "app.properties"
+    f.write_bytes("rag.category-filter=caf\xe9\n".encode("latin-1"))
+    assert RagConfig.from_properties_file(f).category_filter == "café"
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_properties_file(tmp_path / "missing.properties")
+    assert err.value.path and err.value.path.endswith("missing.properties")
+
+
+def test_as_properties_round_trips() -> None:
+    c = RagConfig.from_properties_text("rag.top-k=9\nrag.category-filter=locking\nrag.projector.max-total-chars=999")
+    assert RagConfig.from_mapping(c.as_properties()) == c
+
+
+def test_with_revalidates() -> None:
+    c = RagConfig()
+    assert c.with_(retrieve_k=50).retrieve_k == 50
+    with pytest.raises(ConfigError):
+        c.with_(return_n=100)
