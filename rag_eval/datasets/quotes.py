@@ -165,9 +165,7 @@ def _parse_doc(path: Path, problems: list[_Problem]) -> _Doc | None:
         return None
     lines = raw.split("\n")
     if not lines or lines[0].strip() != FRONT_MATTER_FENCE:
-        problems.append(
-            _Problem(f"must start with a {FRONT_MATTER_FENCE!r} line opening the front matter", where, 1)
-        )
+        problems.append(_Problem(f"must start with a {FRONT_MATTER_FENCE!r} line opening the front matter", where, 1))
         return None
     close = next((i for i in range(1, len(lines)) if lines[i].strip() == FRONT_MATTER_FENCE), None)
     if close is None:
@@ -280,9 +278,7 @@ def _load_docs(docs_dir: Path, problems: list[_Problem], broken: set[str]) -> di
         if doc.revises is None:
             continue
         if doc.revises == doc.id:
-            problems.append(
-                _Problem("a document cannot revise itself", doc.path, doc.revises_line, "revises")
-            )
+            problems.append(_Problem("a document cannot revise itself", doc.path, doc.revises_line, "revises"))
         elif doc.revises not in docs:
             problems.append(
                 _Problem(f"revises unknown document {doc.revises!r}", doc.path, doc.revises_line, "revises")
@@ -383,9 +379,7 @@ def _load_query_file(path: Path, problems: list[_Problem]) -> list[_Query]:
         problems.append(_Problem("unknown top-level key (queries go in [[query]] tables)", where, None, key))
     tables = data.get("query", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        problems.append(
-            _Problem("must be an array of tables ([[query]])", where, layout.query_line(0), "query")
-        )
+        problems.append(_Problem("must be an array of tables ([[query]])", where, layout.query_line(0), "query"))
         return []
 
     queries: list[_Query] = []
@@ -401,9 +395,7 @@ def _load_query_file(path: Path, problems: list[_Problem]) -> list[_Query]:
         text = table.get("text")
         if not isinstance(text, str) or not text.strip():
             problems.append(
-                _Problem(
-                    f"{label}: text must be a non-empty string", where, layout.query_key(qi, "text"), "text"
-                )
+                _Problem(f"{label}: text must be a non-empty string", where, layout.query_key(qi, "text"), "text")
             )
             ok = False
         answerable = table.get("answerable", True)
@@ -540,9 +532,7 @@ def _locate(
             if doc is None and ev.doc in broken:
                 continue
             if doc is None:
-                problems.append(
-                    _Problem(f"query {query.id}: unknown document {ev.doc!r}", query.path, ev.line, "doc")
-                )
+                problems.append(_Problem(f"query {query.id}: unknown document {ev.doc!r}", query.path, ev.line, "doc"))
                 continue
             starts = _occurrences(doc.text, ev.quote)
             if len(starts) != 1:
@@ -689,9 +679,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Build BEIR files with span qrels from markdown documents and quoted evidence.",
     )
     parser.add_argument("src_dir", type=Path, metavar="SRC_DIR", help="directory holding docs/ and queries/")
-    parser.add_argument(
-        "out_dir", type=Path, metavar="OUT_DIR", help="directory the built files are written to"
-    )
+    parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="directory the built files are written to")
     parser.add_argument("--split", default="test", help="qrels split name (default: test)")
     args = parser.parse_args(argv)
     try:

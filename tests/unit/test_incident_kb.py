@@ -137,9 +137,7 @@ def test_most_queries_need_several_chunks() -> None:
 
 def test_revised_documents_repeat_most_of_their_first_version() -> None:
     docs = corpus()
-    revisions = {
-        doc_id: row["metadata"]["revises"] for doc_id, row in docs.items() if "revises" in row["metadata"]
-    }
+    revisions = {doc_id: row["metadata"]["revises"] for doc_id, row in docs.items() if "revises" in row["metadata"]}
     close = []
     for v2, v1 in revisions.items():
         assert v1 in docs, v2

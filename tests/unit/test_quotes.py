@@ -170,10 +170,7 @@ def test_metadata_and_revises(tmp_path: Path) -> None:
     write_doc(root, "alpha-v2", ALPHA + "\nOne more line.\n", revises="alpha")
     write_queries(root, QUERIES.split('[[query]]\nid = "q2"')[0])
     build_dataset(root, tmp_path / "out")
-    rows = {
-        r["_id"]: r
-        for r in map(json.loads, (tmp_path / "out" / "corpus.jsonl").read_text("utf-8").splitlines())
-    }
+    rows = {r["_id"]: r for r in map(json.loads, (tmp_path / "out" / "corpus.jsonl").read_text("utf-8").splitlines())}
     assert rows["alpha"]["metadata"] == {"category": "testing", "source": "kb/alpha.md"}
     assert rows["alpha-v2"]["metadata"]["revises"] == "alpha"
     assert rows["alpha"]["title"] == "Title of alpha"
@@ -200,9 +197,7 @@ def test_split_name_and_multi_chunk_count(src: Path, tmp_path: Path) -> None:
 def test_quote_found_twice_names_file_line_and_field(src: Path, tmp_path: Path) -> None:
     path = write_queries(
         src,
-        QUERIES.replace(
-            'quote = "Skip only after the row is proven identical."', 'quote = "Restart the SQL thread."'
-        ),
+        QUERIES.replace('quote = "Skip only after the row is proven identical."', 'quote = "Restart the SQL thread."'),
     )
     with pytest.raises(DatasetError) as info:
         build_dataset(src, tmp_path / "out")
@@ -237,9 +232,7 @@ def test_quote_line_found_for_inline_tables(src: Path, tmp_path: Path) -> None:
 
 
 def test_unknown_doc(src: Path, tmp_path: Path) -> None:
-    path = write_queries(
-        src, QUERIES.replace('doc = "beta"\nquote = "Ünïcode', 'doc = "gamma"\nquote = "Ünïcode')
-    )
+    path = write_queries(src, QUERIES.replace('doc = "beta"\nquote = "Ünïcode', 'doc = "gamma"\nquote = "Ünïcode'))
     with pytest.raises(DatasetError) as info:
         build_dataset(src, tmp_path / "out")
     err = info.value
@@ -367,9 +360,7 @@ def test_cli_prints_report(src: Path, tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_cli_exits_2_with_one_line_error(src: Path, tmp_path: Path) -> None:
-    path = write_queries(
-        src, QUERIES.replace("Der Puffer ist voll", "Der Puffer ist leer").replace("1062.", "9.")
-    )
+    path = write_queries(src, QUERIES.replace("Der Puffer ist voll", "Der Puffer ist leer").replace("1062.", "9."))
     result = subprocess.run(
         [sys.executable, "-m", "rag_eval.datasets.quotes", str(src), str(tmp_path / "out")],
         capture_output=True,
