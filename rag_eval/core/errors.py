@@ -7,6 +7,7 @@
     │   ├── ConfigError                 RagConfig, experiment and chunker settings (all problems at once)
     │   ├── DatasetError                a data set file: path, line, field
     │   ├── EmbeddingMismatchError      precomputed vectors do not match what they claim to embed
+    │   ├── EmbedderUnavailableError    texts need embedding but no embedder is installed
     │   ├── SearchRequestError          Milvus refused the request itself
     │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
     │   │   └── FilterError             the filter expression was refused
@@ -73,6 +74,7 @@ class DatasetError(InputError):
     """A data set file is malformed; names the file, the line (1-based) and the field."""
 
     def __init__(self, message: str, *, path: str, line: int | None = None, field: str | None = None) -> None:
+        self.message = message
         self.path = path
         self.line = line
         self.field = field
@@ -88,6 +90,10 @@ class EmbeddingMismatchError(InputError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class EmbedderUnavailableError(InputError):
+    """Some texts have no stored vector and the embedding model cannot be loaded here."""
 
 
 class SearchRequestError(InputError):

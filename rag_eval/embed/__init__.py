@@ -1,1 +1,1 @@
-"""rag_eval.embed."""
+"""Embedders (sentence-transformers behind the ``embed`` extra), the on-disk cache, precomputed vectors."""

