@@ -54,6 +54,7 @@ EVIDENCE_KEYS = ("doc", "quote")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SPLIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _TOML_LINE = re.compile(r"at line (\d+)")
+_TOML_POSITION = re.compile(r"\s*\(at (line \d+, column \d+|end of document)\)")
 _KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
 _TABLE_LINE = re.compile(r"^\s*\[\[\s*([A-Za-z0-9_.\s-]+?)\s*\]\]\s*(#.*)?$")
 
@@ -131,6 +132,11 @@ def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _toml_error_text(exc: tomllib.TOMLDecodeError) -> str:
+    """The parser's message without its own position (the problem carries the file line)."""
+    return _TOML_POSITION.sub("", str(exc)).strip()
+
+
 # ----------------------------------------------------------------------------- documents
 
 
@@ -150,7 +156,7 @@ class _Doc:
 def _read_text(path: Path, problems: list[_Problem]) -> str | None:
     try:
         # universal newlines: CRLF sources build the same bytes as LF sources
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         problems.append(_Problem(f"not valid UTF-8 ({exc.reason} at byte {exc.start})", str(path)))
     except OSError as exc:
@@ -176,7 +182,9 @@ def _parse_doc(path: Path, problems: list[_Problem]) -> _Doc | None:
         meta = tomllib.loads(front)
     except tomllib.TOMLDecodeError as exc:
         line = _toml_error_line(exc)
-        problems.append(_Problem(f"front matter is not valid TOML ({exc})", where, line + 1 if line else 1))
+        problems.append(
+            _Problem(f"front matter is not valid TOML: {_toml_error_text(exc)}", where, line + 1 if line else 1)
+        )
         return None
 
     key_lines: dict[str, int] = {}
@@ -304,6 +312,7 @@ class _Query:
     evidence: tuple[_Evidence, ...]
     path: str
     line: int | None
+    id_line: int | None
 
 
 @dataclass(slots=True)
@@ -372,7 +381,7 @@ def _load_query_file(path: Path, problems: list[_Problem]) -> list[_Query]:
     try:
         data = tomllib.loads(raw)
     except tomllib.TOMLDecodeError as exc:
-        problems.append(_Problem(f"not valid TOML ({exc})", where, _toml_error_line(exc)))
+        problems.append(_Problem(f"not valid TOML: {_toml_error_text(exc)}", where, _toml_error_line(exc)))
         return []
     layout = _TomlLayout.scan(raw)
     for key in sorted(set(data) - {"query"}):
@@ -487,7 +496,9 @@ def _load_query_file(path: Path, problems: list[_Problem]) -> list[_Query]:
                 line = layout.evidence_key(qi, ei, "quote") or _find_line(raw, quote, qline)
                 evidence.append(_Evidence(doc, quote, line))
         if ok:
-            queries.append(_Query(qid, text.strip(), answerable, tuple(evidence), where, qline))
+            queries.append(
+                _Query(qid, text.strip(), answerable, tuple(evidence), where, qline, layout.query_key(qi, "id"))
+            )
     return queries
 
 
@@ -502,9 +513,9 @@ def _load_queries(queries_dir: Path, problems: list[_Problem]) -> dict[str, _Que
                 other = queries[query.id]
                 problems.append(
                     _Problem(
-                        f"duplicate query id {query.id!r} (also at {other.path}:{other.line})",
+                        f"duplicate query id {query.id!r} (also at {other.path}:{other.id_line})",
                         query.path,
-                        query.line,
+                        query.id_line,
                         "id",
                     )
                 )

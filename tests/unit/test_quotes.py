@@ -164,6 +164,15 @@ def test_output_is_deterministic_utf8_with_lf(src: Path, tmp_path: Path) -> None
     assert set(a) == {"corpus.jsonl", "queries.jsonl", "qrels/test.spans.tsv", "qrels/test.tsv"}
 
 
+def test_crlf_and_bom_sources_build_the_same_bytes(src: Path, tmp_path: Path) -> None:
+    build_dataset(src, tmp_path / "lf")
+    for path in [*src.rglob("*.md"), *src.rglob("*.toml")]:
+        text = path.read_text(encoding="utf-8")
+        path.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode("utf-8"))
+    build_dataset(src, tmp_path / "crlf")
+    assert snapshot(tmp_path / "lf") == snapshot(tmp_path / "crlf")
+
+
 def test_metadata_and_revises(tmp_path: Path) -> None:
     root = tmp_path / "src"
     write_doc(root, "alpha", ALPHA)
@@ -244,7 +253,7 @@ def test_duplicate_query_id_across_files(src: Path, tmp_path: Path) -> None:
     other = write_queries(src, '[[query]]\nid = "q3"\ntext = "again"\nanswerable = false\n', name="z.toml")
     with pytest.raises(DatasetError) as info:
         build_dataset(src, tmp_path / "out")
-    assert (info.value.path, info.value.line, info.value.field) == (str(other), 1, "id")
+    assert (info.value.path, info.value.line, info.value.field) == (str(other), 2, "id")
     assert "duplicate query id 'q3'" in str(info.value)
 
 
