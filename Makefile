@@ -25,5 +25,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/benchmarks --benchmark-only
 
+dataset: $(STAMP)
+	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,530 @@
+"""Experiments: which data set, chunker, embedder, Milvus, ingest profile and configs.
+
+An experiment is a TOML file; the main settings have CLI flags too (``rag-eval run --help``).
+Input paths in the file (data set, .properties, vectors) are relative to the file; output
+paths (the Milvus Lite file, the embedding cache) are relative to the working directory,
+so every experiment writes under the project's ``reports/``. Example::
+
+    [experiment]
+    name = "legacy-vs-evidence"
+
+    [dataset]
+    path = "../incident-kb"
+    split = "test"
+
+    [chunker]
+    spec = "sentences:size=3,overlap=0"
+
+    [milvus]
+    uri = "reports/milvus/incident-kb.db"      # a path: embedded Milvus Lite; http(s)://: a server
+
+    [ingest]
+    profile = "production"                      # or "clean", or explicit shares below
+
+    [[configs]]
+    name = "legacy"
+    properties = "configs/legacy.properties"    # a production .properties file
+
+    [[configs]]
+    name = "evidence"
+    baseline = true
+    rag = { retrieve-k = 20, return-n = 5, max-chunks-per-document = 2 }
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rag_eval.core.config import RagConfig
+from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.types import SearchMode
+from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
+from rag_eval.embed.embedders import DEFAULT_MODEL
+
+DEFAULT_LITE_DIR = Path("reports/milvus")
+DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")
+DEFAULT_CUTOFFS = (1, 3, 5, 10)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestProfile:
+    """How rows are written, to reproduce production data: shares of legacy rows (no
+    chunk_index), rows without doc_id, and re-ingested duplicates (same content, new
+    vector id). Selection is a deterministic hash of (seed, chunk key)."""
+
+    name: str = "clean"
+    legacy_share: float = 0.0
+    missing_doc_share: float = 0.0
+    duplicate_share: float = 0.0
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "legacy_share": self.legacy_share,
+            "missing_doc_share": self.missing_doc_share,
+            "duplicate_share": self.duplicate_share,
+            "seed": self.seed,
+        }
+
+
+PROFILES: Mapping[str, IngestProfile] = {
+    "clean": IngestProfile(),
+    "production": IngestProfile(
+        name="production", legacy_share=0.10, missing_doc_share=0.05, duplicate_share=0.10, seed=7
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexSettings:
+    index_type: str = "HNSW"
+    metric: str = "COSINE"
+    build_params: Mapping[str, Any] = field(default_factory=lambda: {"M": 16, "efConstruction": 200})
+    search_params: Mapping[str, Any] = field(default_factory=lambda: {"ef": 64})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index_type": self.index_type,
+            "metric": self.metric,
+            "build_params": dict(self.build_params),
+            "search_params": dict(self.search_params),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigSpec:
+    """One named pipeline config of an experiment and how it searches."""
+
+    name: str
+    config: RagConfig
+    mode: SearchMode = SearchMode.DENSE
+    origin: str = "inline"  # the .properties path, or "inline"
+
+    def config_hash(self) -> str:
+        payload = json.dumps({"rag": self.config.as_properties(), "mode": self.mode.value}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Experiment:
+    name: str
+    source: str | None  # the TOML file, None when built from flags only
+    dataset_path: Path
+    split: str
+    chunker_spec: str = DEFAULT_CHUNKER_SPEC
+    min_overlap_chars: int = 1
+    embedder_model: str = DEFAULT_MODEL
+    embedder_normalize: bool = True
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    vectors_dir: Path | None = None  # precomputed vectors; default <dataset>/vectors
+    milvus_uri: str | None = None  # None: Lite file under reports/milvus/
+    collection: str | None = None  # None: derived from the data set and the manifest
+    token_env: str = "RAG_EVAL_MILVUS_TOKEN"
+    timeout: float = 10.0
+    index: IndexSettings = field(default_factory=IndexSettings)
+    profile: IngestProfile = field(default_factory=IngestProfile)
+    configs: tuple[ConfigSpec, ...] = ()
+    baseline: str = ""
+    cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS
+    warmup: int = 5
+    batch_size: int = 64
+    query_limit: int | None = None
+
+    @property
+    def baseline_spec(self) -> ConfigSpec:
+        return next(c for c in self.configs if c.name == self.baseline)
+
+    @property
+    def resolved_uri(self) -> str:
+        if self.milvus_uri:
+            return self.milvus_uri
+        return str(DEFAULT_LITE_DIR / f"{_slug(self.dataset_path.name)}.db")
+
+    @property
+    def resolved_vectors_dir(self) -> Path:
+        return self.vectors_dir if self.vectors_dir is not None else self.dataset_path / "vectors"
+
+    def fingerprint(self) -> str:
+        """What must not change for a run directory to be resumed."""
+        payload = {
+            "dataset": str(self.dataset_path.resolve()),
+            "split": self.split,
+            "chunker": self.chunker_spec,
+            "min_overlap_chars": self.min_overlap_chars,
+            "embedder": [self.embedder_model, self.embedder_normalize],
+            "uri": self.resolved_uri,
+            "collection": self.collection,
+            "index": self.index.as_dict(),
+            "profile": self.profile.as_dict(),
+            "configs": [(c.name, c.config_hash()) for c in self.configs],
+            "baseline": self.baseline,
+            "batch_size": self.batch_size,
+            "query_limit": self.query_limit,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "dataset": str(self.dataset_path),
+            "split": self.split,
+            "chunker": self.chunker_spec,
+            "min_overlap_chars": self.min_overlap_chars,
+            "embedder": {"model": self.embedder_model, "normalize": self.embedder_normalize},
+            "milvus": {"uri": _redact(self.resolved_uri), "collection": self.collection, "index": self.index.as_dict()},
+            "ingest_profile": self.profile.as_dict(),
+            "configs": [
+                {
+                    "name": c.name,
+                    "mode": c.mode.value,
+                    "origin": c.origin,
+                    "hash": c.config_hash(),
+                    "rag": c.config.as_properties(),
+                }
+                for c in self.configs
+            ],
+            "baseline": self.baseline,
+            "cutoffs": list(self.cutoffs),
+            "warmup": self.warmup,
+            "batch_size": self.batch_size,
+            "query_limit": self.query_limit,
+        }
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_").lower() or "dataset"
+
+
+def _redact(uri: str) -> str:
+    """Never write credentials embedded in a URI (user:password@host)."""
+    if "@" in uri and "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return uri
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+_TOP_KEYS = {"experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing"}
+
+
+class _Reader:
+    """Typed access to a TOML table that records problems instead of raising at once."""
+
+    def __init__(self, table: Mapping[str, Any], prefix: str, problems: list[ConfigProblem]) -> None:
+        self.table = table
+        self.prefix = prefix
+        self.problems = problems
+        self.used: set[str] = set()
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            return default
+        value = self.table[key]
+        if isinstance(value, bool) and kind in (int, float, (int, float)):
+            self.problems.append(ConfigProblem(f"{self.prefix}.{key}", f"expected a number, got {value!r}"))
+            return default
+        if not isinstance(value, kind):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            self.problems.append(ConfigProblem(f"{self.prefix}.{key}", f"expected {names}, got {value!r}"))
+            return default
+        return value
+
+    def finish(self) -> None:
+        for key in self.table:
+            if key not in self.used:
+                self.problems.append(ConfigProblem(f"{self.prefix}.{key}", "unknown key"))
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(p)) from exc
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([ConfigProblem("(file)", f"not valid TOML: {exc}")], path=str(p)) from exc
+    return experiment_from_table(table, base=p.parent, source=str(p))
+
+
+def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str | None) -> Experiment:
+    problems: list[ConfigProblem] = []
+    for key in table:
+        if key not in _TOP_KEYS:
+            problems.append(ConfigProblem(key, f"unknown table (known: {', '.join(sorted(_TOP_KEYS))})"))
+
+    def sub(name: str) -> _Reader:
+        value = table.get(name, {})
+        if not isinstance(value, Mapping):
+            problems.append(ConfigProblem(name, "expected a table"))
+            value = {}
+        return _Reader(value, name, problems)
+
+    exp = sub("experiment")
+    name = exp.get("name", str, "experiment")
+    baseline = exp.get("baseline", str, "")
+    exp.finish()
+
+    ds = sub("dataset")
+    ds_path_raw = ds.get("path", str)
+    if ds_path_raw is None:
+        problems.append(ConfigProblem("dataset.path", "required"))
+    split = ds.get("split", str, "test")
+    min_overlap = ds.get("min_overlap_chars", int, 1)
+    ds.finish()
+
+    ch = sub("chunker")
+    chunker_spec = ch.get("spec", str, DEFAULT_CHUNKER_SPEC)
+    ch.finish()
+    try:
+        parse_chunker(chunker_spec)
+    except ConfigError as err:
+        problems.extend(ConfigProblem(f"chunker.spec ({p.key})", p.message) for p in err.problems)
+
+    em = sub("embedder")
+    model = em.get("model", str, DEFAULT_MODEL)
+    normalize = em.get("normalize", bool, True)
+    cache_dir = em.get("cache_dir", str)
+    vectors_dir = em.get("vectors_dir", str)
+    em.finish()
+
+    mv = sub("milvus")
+    uri = mv.get("uri", str)
+    collection = mv.get("collection", str)
+    token_env = mv.get("token_env", str, "RAG_EVAL_MILVUS_TOKEN")
+    timeout = mv.get("timeout", (int, float), 10.0)
+    idx = mv.get("index", Mapping, {})
+    mv.finish()
+    index = _index(idx, problems)
+
+    ing = sub("ingest")
+    profile = _profile(ing, problems)
+    ing.finish()
+
+    mt = sub("metrics")
+    cutoffs = mt.get("cutoffs", list, list(DEFAULT_CUTOFFS))
+    mt.finish()
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in cutoffs):
+        problems.append(ConfigProblem("metrics.cutoffs", f"expected positive integers, got {cutoffs!r}"))
+        cutoffs = list(DEFAULT_CUTOFFS)
+
+    tm = sub("timing")
+    warmup = tm.get("warmup", int, 5)
+    batch_size = tm.get("batch_size", int, 64)
+    query_limit = tm.get("query_limit", int)
+    tm.finish()
+
+    raw_configs = table.get("configs", [])
+    configs = _configs(raw_configs, base, problems)
+    names = [c.name for c in configs]
+    if not configs:
+        problems.append(ConfigProblem("configs", "at least one [[configs]] entry is required"))
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(ConfigProblem("configs", f"duplicate config name {dup!r}"))
+    flagged = [
+        c.get("name", "?") for c in raw_configs if isinstance(c, Mapping) and c.get("baseline") is True
+    ] if isinstance(raw_configs, list) else []
+    if baseline and flagged and flagged != [baseline]:
+        problems.append(ConfigProblem("experiment.baseline", f"{baseline!r} disagrees with baseline = true on {flagged}"))
+    baseline = baseline or (flagged[0] if flagged else (names[0] if names else ""))
+    if len(flagged) > 1:
+        problems.append(ConfigProblem("configs", f"more than one baseline: {flagged}"))
+    if configs and baseline not in names:
+        problems.append(ConfigProblem("experiment.baseline", f"{baseline!r} is not a config name ({', '.join(names)})"))
+    if batch_size is not None and batch_size < 1:
+        problems.append(ConfigProblem("timing.batch_size", "must be >= 1"))
+    if warmup is not None and warmup < 0:
+        problems.append(ConfigProblem("timing.warmup", "must be >= 0"))
+    if problems:
+        raise ConfigError(problems, path=source)
+
+    return Experiment(
+        name=name,
+        source=source,
+        dataset_path=(base / ds_path_raw).resolve() if ds_path_raw else base,
+        split=split,
+        chunker_spec=chunker_spec,
+        min_overlap_chars=min_overlap,
+        embedder_model=model,
+        embedder_normalize=normalize,
+        cache_dir=Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR,
+        vectors_dir=(base / vectors_dir).resolve() if vectors_dir else None,
+        milvus_uri=uri if (uri is None or "://" in uri) else str(Path(uri)),
+        collection=collection,
+        token_env=token_env,
+        timeout=float(timeout),
+        index=index,
+        profile=profile,
+        configs=tuple(configs),
+        baseline=baseline,
+        cutoffs=tuple(sorted(set(cutoffs))),
+        warmup=warmup,
+        batch_size=batch_size,
+        query_limit=query_limit,
+    )
+
+
+def _index(table: Mapping[str, Any], problems: list[ConfigProblem]) -> IndexSettings:
+    r = _Reader(table, "milvus.index", problems)
+    defaults = IndexSettings()
+    settings = IndexSettings(
+        index_type=str(r.get("type", str, defaults.index_type)).upper(),
+        metric=str(r.get("metric", str, defaults.metric)).upper(),
+        build_params=r.get("params", Mapping, defaults.build_params),
+        search_params=r.get("search", Mapping, defaults.search_params),
+    )
+    r.finish()
+    return settings
+
+
+def _profile(r: _Reader, problems: list[ConfigProblem]) -> IngestProfile:
+    name = r.get("profile", str, "clean")
+    base = PROFILES.get(name)
+    if base is None:
+        problems.append(ConfigProblem("ingest.profile", f"unknown profile {name!r} (known: {', '.join(PROFILES)})"))
+        base = PROFILES["clean"]
+    changes: dict[str, Any] = {}
+    for key in ("legacy_share", "missing_doc_share", "duplicate_share"):
+        value = r.get(key, (int, float))
+        if value is not None:
+            if not 0.0 <= float(value) <= 1.0:
+                problems.append(ConfigProblem(f"ingest.{key}", f"must be within [0, 1], got {value}"))
+            changes[key] = float(value)
+    seed = r.get("seed", int)
+    if seed is not None:
+        changes["seed"] = seed
+    profile = replace(base, **changes)
+    if changes:
+        profile = replace(profile, name=f"{name}+custom")
+    if profile.legacy_share + profile.missing_doc_share > 1.0:
+        problems.append(ConfigProblem("ingest", "legacy_share + missing_doc_share must not exceed 1"))
+    return profile
+
+
+def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[ConfigSpec]:
+    if not isinstance(raw, list):
+        problems.append(ConfigProblem("configs", "expected an array of tables ([[configs]])"))
+        return []
+    out: list[ConfigSpec] = []
+    for i, entry in enumerate(raw):
+        prefix = f"configs[{i}]"
+        if not isinstance(entry, Mapping):
+            problems.append(ConfigProblem(prefix, "expected a table"))
+            continue
+        r = _Reader(entry, prefix, problems)
+        name = r.get("name", str)
+        r.get("baseline", bool)
+        mode_raw = r.get("mode", str, "dense")
+        props = r.get("properties", str)
+        inline = r.get("rag", Mapping)
+        r.finish()
+        if not name:
+            problems.append(ConfigProblem(f"{prefix}.name", "required"))
+            continue
+        prefix = f"configs.{name}"
+        try:
+            mode = SearchMode(mode_raw)
+        except ValueError:
+            problems.append(ConfigProblem(f"{prefix}.mode", f"{mode_raw!r} is not one of dense, grouped, hybrid"))
+            mode = SearchMode.DENSE
+        if props is not None and inline is not None:
+            problems.append(ConfigProblem(prefix, "give either properties = FILE or a rag table, not both"))
+            continue
+        try:
+            if props is not None:
+                config = RagConfig.from_properties_file(base / props)
+                origin = str(base / props)
+            else:
+                config = RagConfig.from_toml_table({"rag": inline or {}}, source=None)
+                origin = "inline"
+        except ConfigError as err:
+            where = f"{prefix} ({err.path})" if err.path else f"{prefix}"
+            problems.extend(ConfigProblem(f"{where}: {p.key}", p.message) for p in err.problems)
+            continue
+        out.append(ConfigSpec(name=name, config=config, mode=mode, origin=origin))
+    return out
+
+
+def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
+    """``NAME=FILE.properties`` or ``NAME=FILE.properties:MODE`` from the command line."""
+    name, eq, rest = value.partition("=")
+    if not eq or not name or not rest:
+        raise ConfigError([ConfigProblem("--config", f"expected NAME=FILE[.properties][:MODE], got {value!r}")])
+    path, _, mode_raw = rest.partition(":") if not Path(rest).exists() else (rest, "", "")
+    try:
+        mode = SearchMode(mode_raw or "dense")
+    except ValueError as exc:
+        raise ConfigError([ConfigProblem("--config", f"unknown mode {mode_raw!r} in {value!r}")]) from exc
+    config = RagConfig.from_properties_file(base / path)
+    return ConfigSpec(name=name, config=config, mode=mode, origin=str(base / path))
+
+
+def with_overrides(
+    exp: Experiment,
+    *,
+    dataset: str | None = None,
+    split: str | None = None,
+    milvus_uri: str | None = None,
+    collection: str | None = None,
+    chunker: str | None = None,
+    profile: str | None = None,
+    configs: Sequence[ConfigSpec] = (),
+    baseline: str | None = None,
+    query_limit: int | None = None,
+) -> Experiment:
+    """Apply CLI flags on top of a file (or of the defaults)."""
+    problems: list[ConfigProblem] = []
+    changes: dict[str, Any] = {}
+    if dataset is not None:
+        changes["dataset_path"] = Path(dataset).resolve()
+        if exp.source is None:
+            changes["name"] = Path(dataset).name
+    if split is not None:
+        changes["split"] = split
+    if milvus_uri is not None:
+        changes["milvus_uri"] = milvus_uri
+    if collection is not None:
+        changes["collection"] = collection
+    if chunker is not None:
+        try:
+            parse_chunker(chunker)
+        except ConfigError as err:
+            problems.extend(err.problems)
+        changes["chunker_spec"] = chunker
+    if profile is not None:
+        if profile not in PROFILES:
+            problems.append(ConfigProblem("--profile", f"unknown profile {profile!r} (known: {', '.join(PROFILES)})"))
+        else:
+            changes["profile"] = PROFILES[profile]
+    if configs:
+        changes["configs"] = tuple(configs)
+        names = [c.name for c in configs]
+        changes["baseline"] = baseline or names[0]
+    elif baseline is not None:
+        changes["baseline"] = baseline
+    if query_limit is not None:
+        changes["query_limit"] = query_limit
+    new = replace(exp, **changes)
+    if not new.configs:
+        problems.append(ConfigProblem("--config", "no configs: give an experiment file or --config NAME=FILE"))
+    elif new.baseline not in {c.name for c in new.configs}:
+        problems.append(ConfigProblem("--baseline", f"{new.baseline!r} is not a config name"))
+    if problems:
+        raise ConfigError(problems, path=exp.source)
+    return new
+
+
+def default_experiment(dataset: str, split: str = "test") -> Experiment:
+    """An experiment made from flags only (no file): defaults everywhere."""
+    return Experiment(name=Path(dataset).name, source=None, dataset_path=Path(dataset).resolve(), split=split)

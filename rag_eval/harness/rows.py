@@ -1,0 +1,227 @@
+"""Per-query rows: one per (query, config), the single source of truth for every metric.
+
+A row holds facts, not scores: what Milvus returned (the config's own retrieve-k hits),
+what the payload delivered (blocks and the chunks inside them), which relevant chunks
+were delivered, and for each relevant chunk that was not, the stage that lost it:
+
+``not_retrieved``             not among the config's retrieve-k hits
+``dedup`` ``cap`` ``return_n`` dropped by post-processing (D2, D3, D4)
+``projector_<budget>``        cut by a projector budget (blocks, excerpt_chars, total_chars, ...)
+
+Chunks are named by their true evidence key (``docId#chunk-i``) even when the row that
+carried them was written without identity (legacy rows, rows without doc_id): the
+ingest plan says which chunk every vector id really is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from rag_eval.core.lookup import LookupRecord
+from rag_eval.core.postprocess import Stage
+from rag_eval.harness.ingest import IngestRow
+
+LOSS_STAGE = {Stage.DEDUP: "dedup", Stage.CAP: "cap", Stage.TRUNCATION: "return_n"}
+
+_STR_LIST = pa.list_(pa.string())
+_INT_LIST = pa.list_(pa.int32())
+_FLOAT_LIST = pa.list_(pa.float64())
+
+SCHEMA = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("config", pa.string()),
+        ("query_index", pa.int32()),
+        ("query_text", pa.string()),
+        ("judged", pa.bool_()),  # has at least one relevant chunk
+        # delivered payload, one entry per excerpt
+        ("returned_keys", _STR_LIST),  # projected document_id (evidence key, or source for legacy)
+        ("returned_doc_ids", _STR_LIST),  # doc_id as stored ("" when missing)
+        ("returned_ranks", _INT_LIST),
+        ("returned_scores", _FLOAT_LIST),
+        ("returned_content_sha", _STR_LIST),
+        ("returned_chars", _INT_LIST),
+        # delivered chunks (members of the excerpts), in payload order
+        ("member_keys", _STR_LIST),  # D1 evidence key of the row that carried it
+        ("member_chunks", _STR_LIST),  # true chunk key
+        ("member_doc_ids", _STR_LIST),  # doc_id as stored ("" when missing)
+        ("member_content_sha", _STR_LIST),
+        ("member_block", _INT_LIST),  # 1-based excerpt the member sits in
+        # raw hits of this config (its own retrieve-k), in Milvus order
+        ("hit_keys", _STR_LIST),
+        ("hit_chunks", _STR_LIST),
+        ("hit_content_sha", _STR_LIST),
+        ("hit_scores", _FLOAT_LIST),
+        # labels and where relevant chunks were lost
+        ("relevant_chunks", _STR_LIST),
+        ("relevant_grades", _INT_LIST),
+        ("relevant_docs", _STR_LIST),
+        ("relevant_doc_grades", _INT_LIST),
+        ("delivered_relevant", _STR_LIST),
+        ("lost_chunks", _STR_LIST),
+        ("lost_stages", _STR_LIST),
+        # post-process trace counts and payload size
+        ("n_hits", pa.int32()),
+        ("n_dedup", pa.int32()),
+        ("n_cap", pa.int32()),
+        ("n_truncated", pa.int32()),
+        ("n_blocks", pa.int32()),
+        ("payload_chars", pa.int32()),
+        # latency, microseconds
+        ("transform_us", pa.float64()),
+        ("search_us", pa.float64()),
+        ("postprocess_us", pa.float64()),
+        ("projection_us", pa.float64()),
+        ("e2e_us", pa.float64()),
+    ]
+)
+LATENCY_COLUMNS = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us")
+
+
+def content_sha(text: str) -> str:
+    """Hash of the normalised text (case and whitespace folded): equal content, equal hash."""
+    normalised = " ".join(text.lower().split())
+    return hashlib.sha256(normalised.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """Ground truth of one run: which chunk each vector id is, and the labels."""
+
+    rows: Mapping[int, IngestRow]
+    relevance: Mapping[str, Mapping[str, int]]  # query -> true chunk key -> grade
+    doc_relevance: Mapping[str, Mapping[str, int]]  # query -> doc id -> grade
+
+    def chunk_of(self, vector_id: str | None) -> str:
+        if vector_id is not None and vector_id.isdigit():
+            row = self.rows.get(int(vector_id))
+            if row is not None:
+                return row.chunk.key
+        return f"unknown:{vector_id}"
+
+
+def build_row(
+    *,
+    query_id: str,
+    query_index: int,
+    config: str,
+    record: LookupRecord,
+    truth: Truth,
+    search_us: float,
+) -> dict[str, Any]:
+    payload = record.payload
+    # evidence key -> true chunk, from the candidates that carried them
+    true_of_key: dict[str, str] = {}
+    stored_doc_of_key: dict[str, str] = {}
+    for cand in record.candidates:
+        true_of_key.setdefault(cand.key, truth.chunk_of(cand.hit.vector_id))
+        stored_doc_of_key.setdefault(cand.key, cand.hit.doc_id or "")
+    block_by_key = {b.key: b for b in record.result.blocks}
+
+    member_keys: list[str] = []
+    member_block: list[int] = []
+    member_sha: list[str] = []
+    for excerpt in payload.excerpts:
+        block = block_by_key[excerpt.document_id]
+        for span in block.members:
+            if span.key in excerpt.delivered_members:
+                member_keys.append(span.key)
+                member_block.append(excerpt.rank)
+                member_sha.append(content_sha(block.content[span.start : span.end]))
+    member_chunks = [true_of_key[k] for k in member_keys]
+    delivered = set(member_chunks)
+
+    relevant = truth.relevance.get(query_id, {})
+    lost_chunks: list[str] = []
+    lost_stages: list[str] = []
+    if relevant:
+        best_stage = _best_stage_per_chunk(record, truth)
+        budget_of = {loss.key: loss.budget.value for loss in payload.member_losses}
+        for chunk in sorted(relevant):
+            if chunk in delivered:
+                continue
+            lost_chunks.append(chunk)
+            lost_stages.append(_loss_stage(chunk, best_stage, budget_of, true_of_key))
+
+    timings = record.timings
+    transform_us = timings.transform_ns / 1e3
+    post_us = timings.postprocess_ns / 1e3
+    proj_us = timings.projection_ns / 1e3
+    counts = record.outcome.stage_counts()
+    docs = truth.doc_relevance.get(query_id, {})
+    return {
+        "query_id": query_id,
+        "config": config,
+        "query_index": query_index,
+        "query_text": record.hints.normalized_query,
+        "judged": bool(relevant),
+        "returned_keys": [e.document_id for e in payload.excerpts],
+        "returned_doc_ids": [block_by_key[e.document_id].doc_id or "" for e in payload.excerpts],
+        "returned_ranks": [e.rank for e in payload.excerpts],
+        "returned_scores": [float(e.score) for e in payload.excerpts],
+        "returned_content_sha": [content_sha(e.content) for e in payload.excerpts],
+        "returned_chars": [len(e.content) for e in payload.excerpts],
+        "member_keys": member_keys,
+        "member_chunks": member_chunks,
+        "member_doc_ids": [stored_doc_of_key[k] for k in member_keys],
+        "member_content_sha": member_sha,
+        "member_block": member_block,
+        "hit_keys": [c.key for c in record.candidates],
+        "hit_chunks": [truth.chunk_of(c.hit.vector_id) for c in record.candidates],
+        "hit_content_sha": [content_sha(c.hit.content) for c in record.candidates],
+        "hit_scores": [float(c.hit.score) for c in record.candidates],
+        "relevant_chunks": sorted(relevant),
+        "relevant_grades": [relevant[c] for c in sorted(relevant)],
+        "relevant_docs": sorted(docs),
+        "relevant_doc_grades": [docs[d] for d in sorted(docs)],
+        "delivered_relevant": sorted(c for c in relevant if c in delivered),
+        "lost_chunks": lost_chunks,
+        "lost_stages": lost_stages,
+        "n_hits": len(record.candidates),
+        "n_dedup": counts["dedup"],
+        "n_cap": counts["cap"],
+        "n_truncated": counts["truncation"],
+        "n_blocks": len(payload.excerpts),
+        "payload_chars": payload.total_chars,
+        "transform_us": transform_us,
+        "search_us": search_us,
+        "postprocess_us": post_us,
+        "projection_us": proj_us,
+        "e2e_us": transform_us + search_us + post_us + proj_us,
+    }
+
+
+def _best_stage_per_chunk(record: LookupRecord, truth: Truth) -> dict[str, tuple[int, Stage]]:
+    """For each true chunk among the hits, the trace stage of its best-ranked non-dedup copy."""
+    out: dict[str, tuple[int, Stage]] = {}
+    for entry in record.outcome.trace:
+        if entry.stage is Stage.DEDUP:
+            continue  # its key's primary is a copy of the same chunk and carries the fate
+        chunk = truth.chunk_of(entry.vector_id)
+        if chunk not in out or entry.original_rank < out[chunk][0]:
+            out[chunk] = (entry.original_rank, entry.stage)
+    return out
+
+
+def _loss_stage(
+    chunk: str, best: Mapping[str, tuple[int, Stage]], budget_of: Mapping[str, str], true_of_key: Mapping[str, str]
+) -> str:
+    if chunk not in best:
+        return "not_retrieved"
+    stage = best[chunk][1]
+    if stage in LOSS_STAGE:
+        return LOSS_STAGE[stage]
+    # selected (returned or merged into a block) but not delivered whole: a projector budget
+    for key, budget in budget_of.items():
+        if true_of_key.get(key) == chunk:
+            return f"projector_{budget}"
+    return "projector"
+
+
+def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=SCHEMA)

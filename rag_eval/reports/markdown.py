@@ -1,0 +1,38 @@
+"""The Markdown report of one run (``DIR/report.md``), rendered with jinja2."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rag_eval.reports", "templates"),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["num"] = _num
+    env.filters["pct"] = _pct
+    return env
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _pct(value: Any) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def render_markdown(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
+    template = _env().get_template("report.md.j2")
+    return template.render(summary=summary, manifest=manifest, names=list(summary["configs"]))
