@@ -210,7 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rag-eval: infrastructure error: {exc}", file=sys.stderr)
         return EXIT_INFRA
     except KeyboardInterrupt:
-        print("rag-eval: interrupted", file=sys.stderr)
+        print(
+            "rag-eval: interrupted; finished query batches are kept: run the same command with --resume",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -1,0 +1,35 @@
+"""Fixtures shared by every test folder: the repository root and the shared labelled data sets.
+
+The shared data sets are read in place, never copied: from ``RAG_EVAL_SHARED_DATASETS`` when set,
+else from ``../shared/datasets`` beside the repository. Tests that need one skip cleanly where it
+is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "datasets" / "incident-kb"
+
+
+def shared_datasets_dir() -> Path | None:
+    for candidate in (os.environ.get("RAG_EVAL_SHARED_DATASETS"), ROOT.parent / "shared" / "datasets"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture
+def shared_dataset() -> Callable[[str], Path]:
+    def find(name: str) -> Path:
+        base = shared_datasets_dir()
+        if base is None or not (base / name / "corpus.jsonl").is_file():
+            pytest.skip(f"shared data set {name!r} is not here (set RAG_EVAL_SHARED_DATASETS)")
+        return base / name
+
+    return find
