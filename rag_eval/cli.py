@@ -166,7 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default reports/runs/<experiment>)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument(
-        "--config", action="append", metavar="NAME=FILE[:MODE]",
+        "--config",
+        action="append",
+        metavar="NAME=FILE[:MODE]",
         help="a config from a .properties file (repeatable; replaces the experiment's configs)",
     )
     p.add_argument("--baseline", help="name of the baseline config")

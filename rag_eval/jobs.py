@@ -6,6 +6,7 @@ errors to exit codes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -153,7 +154,13 @@ def ingest(exp: Experiment, *, force: bool = False, progress: Progress | None = 
 
 
 def embed_dataset(
-    dataset_path: str | Path, *, chunker: str, split: str, model: str, normalize: bool, cache_dir: Path,
+    dataset_path: str | Path,
+    *,
+    chunker: str,
+    split: str,
+    model: str,
+    normalize: bool,
+    cache_dir: Path,
     progress: Progress | None = None,
 ) -> tuple[Path, Path, int]:
     """Write the data set's precomputed vectors (chunks of ``chunker``, and the queries)."""
@@ -197,7 +204,11 @@ def _git_commit() -> dict[str, Any]:
         dirty = bool(
             subprocess.run(
                 ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=root, capture_output=True, text=True, check=True, timeout=5,
+                cwd=root,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=5,
             ).stdout.strip()
         )
         return {"commit": commit, "dirty": dirty}
@@ -207,10 +218,8 @@ def _git_commit() -> dict[str, Any]:
 
 def _machine() -> dict[str, Any]:
     mem = None
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        pass
     return {
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -272,9 +281,7 @@ def run_experiment(
     started = dt.datetime.now(dt.UTC)
     t_start = time.perf_counter()
     prep = prepare(exp)
-    ingest_result = ensure_collection(
-        exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=prog.factory
-    )
+    ingest_result = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=prog.factory)
     prog.log(
         f"collection {ingest_result.collection}: {'reused' if ingest_result.reused else 'built'} "
         f"({ingest_result.reason}; {ingest_result.rows} rows, {ingest_result.embedded} texts embedded, "
@@ -426,23 +433,37 @@ def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
         ("  (query, doc) pairs", [fmt(configs[n]["same_doc_pairs"]) for n in names]),
         ("duplicate rate (key)", [fmt(configs[n]["duplicate_rate"], True) for n in names]),
         ("duplicate rate (content)", [fmt(configs[n]["content_duplicate_rate"], True) for n in names]),
-        ("raw hits dup (key/content)", [
-            f"{fmt(configs[n]['raw_duplicate_rate'], True)} / {fmt(configs[n]['raw_content_duplicate_rate'], True)}"
-            for n in names
-        ]),
+        (
+            "raw hits dup (key/content)",
+            [
+                f"{fmt(configs[n]['raw_duplicate_rate'], True)} / {fmt(configs[n]['raw_content_duplicate_rate'], True)}"
+                for n in names
+            ],
+        ),
+        ("chunk refs 1:1 (EvidenceGuard)", [fmt(configs[n]["evidence_guard_1to1"], True) for n in names]),
         ("cap compliance", [fmt(configs[n]["cap_compliance"], True) for n in names]),
         ("return-n compliance", [fmt(configs[n]["return_n_compliance"], True) for n in names]),
     ]
     for m in (f"nDCG@{k}", f"R@{k}", f"P@{k}", "RR", f"Success@{k}"):
         rows.append((f"chunk {m}", [fmt(configs[n]["chunk"].get(m)) for n in names]))
     rows.append((f"doc nDCG@{k}", [fmt(configs[n]["doc"].get(f"nDCG@{k}")) for n in names]))
-    rows.append(("payload chars p50/p95", [
-        f"{fmt(configs[n]['payload']['chars_p50'])}/{fmt(configs[n]['payload']['chars_p95'])}" for n in names
-    ]))
-    rows.append(("search p50/p95 ms", [
-        f"{configs[n]['latency_us']['search']['p50'] / 1e3:.2f}/{configs[n]['latency_us']['search']['p95'] / 1e3:.2f}"
-        for n in names
-    ]))
+    rows.append(
+        (
+            "payload chars p50/p95",
+            [f"{fmt(configs[n]['payload']['chars_p50'])}/{fmt(configs[n]['payload']['chars_p95'])}" for n in names],
+        )
+    )
+    rows.append(
+        (
+            "search p50/p95 ms",
+            [
+                "{:.2f}/{:.2f}".format(
+                    configs[n]["latency_us"]["search"]["p50"] / 1e3, configs[n]["latency_us"]["search"]["p95"] / 1e3
+                )
+                for n in names
+            ],
+        )
+    )
     rows.append(("post-process p50 us", [f"{configs[n]['latency_us']['postprocess']['p50']:.0f}" for n in names]))
     losses = sorted({s for n in names for s in configs[n]["stage_losses"]})
     for s in losses:

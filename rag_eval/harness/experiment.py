@@ -332,11 +332,15 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         problems.append(ConfigProblem("configs", "at least one [[configs]] entry is required"))
     for dup in sorted({n for n in names if names.count(n) > 1}):
         problems.append(ConfigProblem("configs", f"duplicate config name {dup!r}"))
-    flagged = [
-        c.get("name", "?") for c in raw_configs if isinstance(c, Mapping) and c.get("baseline") is True
-    ] if isinstance(raw_configs, list) else []
+    flagged = (
+        [c.get("name", "?") for c in raw_configs if isinstance(c, Mapping) and c.get("baseline") is True]
+        if isinstance(raw_configs, list)
+        else []
+    )
     if baseline and flagged and flagged != [baseline]:
-        problems.append(ConfigProblem("experiment.baseline", f"{baseline!r} disagrees with baseline = true on {flagged}"))
+        problems.append(
+            ConfigProblem("experiment.baseline", f"{baseline!r} disagrees with baseline = true on {flagged}")
+        )
     baseline = baseline or (flagged[0] if flagged else (names[0] if names else ""))
     if len(flagged) > 1:
         problems.append(ConfigProblem("configs", f"more than one baseline: {flagged}"))

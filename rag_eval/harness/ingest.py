@@ -90,7 +90,9 @@ def index_spec(exp: Experiment) -> IndexSpec:
     )
 
 
-def collection_manifest(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus, model_id: str, n_rows: int) -> dict[str, Any]:
+def collection_manifest(
+    exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus, model_id: str, n_rows: int
+) -> dict[str, Any]:
     return {
         "manifest_version": MANIFEST_VERSION,
         "dataset": dataset.name,

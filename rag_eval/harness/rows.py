@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from rag_eval.core.guard import EvidenceGuard
 from rag_eval.core.lookup import LookupRecord
 from rag_eval.core.postprocess import Stage
 from rag_eval.harness.ingest import IngestRow
@@ -71,6 +72,8 @@ SCHEMA = pa.schema(
         ("n_cap", pa.int32()),
         ("n_truncated", pa.int32()),
         ("n_blocks", pa.int32()),
+        ("guard_references", pa.int32()),  # distinct chunk references (D1 keys of delivered chunks)
+        ("guard_violations", pa.int32()),  # of those, not mapping 1:1 to an excerpt (EvidenceGuard)
         ("payload_chars", pa.int32()),
         # latency, microseconds
         ("transform_us", pa.float64()),
@@ -148,6 +151,7 @@ def build_row(
             lost_chunks.append(chunk)
             lost_stages.append(_loss_stage(chunk, best_stage, budget_of, true_of_key))
 
+    guard = EvidenceGuard().check(payload, member_keys)
     timings = record.timings
     transform_us = timings.transform_ns / 1e3
     post_us = timings.postprocess_ns / 1e3
@@ -187,6 +191,8 @@ def build_row(
         "n_cap": counts["cap"],
         "n_truncated": counts["truncation"],
         "n_blocks": len(payload.excerpts),
+        "guard_references": len(set(member_keys)),
+        "guard_violations": len(guard.violations),
         "payload_chars": payload.total_chars,
         "transform_us": transform_us,
         "search_us": search_us,

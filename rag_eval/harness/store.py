@@ -115,7 +115,9 @@ class RunStore:
 
     def write_batch(self, number: int, rows: list[dict[str, Any]]) -> None:
         try:
-            atomic_write_parquet(self.parts_dir / f"batch-{number:05d}.parquet", pa.Table.from_pylist(rows, schema=SCHEMA))
+            atomic_write_parquet(
+                self.parts_dir / f"batch-{number:05d}.parquet", pa.Table.from_pylist(rows, schema=SCHEMA)
+            )
         except OSError as exc:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
 
@@ -126,7 +128,9 @@ class RunStore:
         table = pa.concat_tables([pq.read_table(f, schema=SCHEMA) for f in files])
         keys = list(zip(table.column("query_id").to_pylist(), table.column("config").to_pylist(), strict=True))
         if len(keys) != len(set(keys)):
-            raise RunStoreError("a (query, config) pair appears twice in the parts: start the run again", path=str(self.parts_dir))
+            raise RunStoreError(
+                "a (query, config) pair appears twice in the parts: start the run again", path=str(self.parts_dir)
+            )
         return table
 
     # -- final artifacts ---------------------------------------------------------------------

@@ -66,7 +66,7 @@ def standard_measures(ranking: Sequence[str], qrels: Mapping[str, int], cutoffs:
 
 
 def measure_names(cutoffs: Sequence[int]) -> list[str]:
-    names = []
+    names: list[str] = []
     for prefix in ("P", "R", "nDCG", "Success"):
         names.extend(f"{prefix}@{k}" for k in cutoffs)
     return [*names, "RR"]
@@ -107,7 +107,8 @@ def _duplicates(keys: Sequence[str], shas: Sequence[str]) -> tuple[int, int]:
 def per_query_frame(table: pd.DataFrame, cutoffs: Sequence[int], caps: Mapping[str, int | None]) -> pd.DataFrame:
     """One row per (query, config) with every per-query measure (NaN where not defined)."""
     records = []
-    for row in table.to_dict("records"):
+    for raw in table.to_dict("records"):
+        row: dict[str, Any] = {str(k): v for k, v in raw.items()}
         rec: dict[str, Any] = {"query_id": row["query_id"], "config": row["config"], "judged": row["judged"]}
         if row["judged"]:
             qrels = dict(zip(row["relevant_chunks"], row["relevant_grades"], strict=True))
@@ -195,11 +196,13 @@ def summarize(
             "cap_compliance": _ratio(len(rows) - len({v["query_id"] for v in violations}), len(rows)),
             "cap_violations": violations[:50],
             "n_cap_violations": len(violations),
+            "evidence_guard_1to1": _ratio(
+                int(rows["guard_references"].sum() - rows["guard_violations"].sum()),
+                int(rows["guard_references"].sum()),
+            ),
             "return_n_compliance": _ratio(int((rows["n_blocks"] <= cfg["return_n"]).sum()), len(rows)),
             "chunk": {c.split(":", 1)[1]: _mean(judged[c]) if c in judged else math.nan for c in chunk_cols},
-            "doc": {
-                c.split(":", 1)[1]: _mean(m[c].dropna()) if c in m else math.nan for c in doc_cols
-            },
+            "doc": {c.split(":", 1)[1]: _mean(m[c].dropna()) if c in m else math.nan for c in doc_cols},
             "payload": {
                 "chars_p50": _pct(rows["payload_chars"], 50),
                 "chars_p95": _pct(rows["payload_chars"], 95),

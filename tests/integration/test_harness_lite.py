@@ -48,7 +48,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Expe
 def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
     run: dict[str, dict[str, float]] = {}
     for line in path.read_text().splitlines():
-        qid, _, docno, rank, score, _ = line.split()
+        qid, _, docno, _rank, score, _ = line.split()
         run.setdefault(qid, {})[docno] = float(score)
     return run
 
@@ -177,8 +177,16 @@ def test_ctrl_c_then_resume_with_the_command(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     base = [
-        sys.executable, "-m", "rag_eval.cli", "run", str(DEFAULT), "--quiet",
-        "--milvus-uri", str(tmp_path / "milvus.db"), "--out", str(out),
+        sys.executable,
+        "-m",
+        "rag_eval.cli",
+        "run",
+        str(DEFAULT),
+        "--quiet",
+        "--milvus-uri",
+        str(tmp_path / "milvus.db"),
+        "--out",
+        str(out),
     ]
     proc = subprocess.Popen(base, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     parts = out / ".parts"
