@@ -1,0 +1,274 @@
+"""Harness pieces without Milvus: experiments, ingest plans, per-query rows and stage losses, measures."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rag_eval.core.config import RagConfig
+from rag_eval.core.errors import ConfigError
+from rag_eval.datasets.chunking import Chunk
+from rag_eval.datasets.labels import ChunkedCorpus
+from rag_eval.harness.experiment import PROFILES, ConfigSpec, IngestProfile, load_experiment
+from rag_eval.harness.ingest import IngestRow, plan_rows
+from rag_eval.harness.replay import Replayer
+from rag_eval.harness.rows import Truth, rows_to_table
+from rag_eval.harness.store import RunStore
+from rag_eval.metrics.measures import per_query_frame, standard_measures, summarize
+from rag_eval.search.memory import InMemoryRow, InMemorySearch
+from tests.conftest import ROOT, SHIPPED
+
+
+def write(tmp: Path, text: str) -> Path:
+    p = tmp / "exp.toml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_experiments_parse() -> None:
+    for path in sorted((SHIPPED / "experiments").glob("*.toml")):
+        exp = load_experiment(path)
+        assert exp.configs and exp.baseline in {c.name for c in exp.configs}
+        assert exp.dataset_path == SHIPPED.resolve()
+    default = load_experiment(SHIPPED / "experiments" / "default.toml")
+    legacy = default.baseline_spec.config
+    assert (legacy.pipeline.value, legacy.retrieve_k, legacy.return_n) == ("legacy", 5, 5)
+    assert load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml").split == "dev"
+
+
+def test_experiment_problems_are_all_reported_with_their_keys(tmp_path: Path) -> None:
+    (tmp_path / "bad.properties").write_text("rag.retrieve-k=zero\n")
+    text = """
+[experiment]
+name = "x"
+colour = "red"
+
+[dataset]
+split = 3
+
+[chunker]
+spec = "sentences:size=0"
+
+[[configs]]
+name = "a"
+properties = "bad.properties"
+
+[[configs]]
+name = "b"
+mode = "sparse"
+rag = { return-n = 50, retrieve-k = 10 }
+
+[[configs]]
+name = "b"
+"""
+    with pytest.raises(ConfigError) as err:
+        load_experiment(write(tmp_path, text))
+    keys = " | ".join(p.key for p in err.value.problems)
+    for expected in (
+        "experiment.colour",
+        "dataset.split",
+        "dataset.path",
+        "chunker.spec",
+        "configs.a",
+        "configs.b.mode",
+        "configs.b",
+        "configs",
+    ):
+        assert expected in keys
+    assert err.value.path and err.value.path.endswith("exp.toml")
+    assert "\n" not in str(err.value)
+
+
+def test_cli_bad_experiment_exits_2_with_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    bad = write(tmp_path, "[dataset]\npath = 'nowhere'\n[[configs]]\nname = 'a'\nrag = { top-k = -1 }\n")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag_eval.cli", "run", str(bad), "--out", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "exp.toml" in lines[0] and "rag.top-k" in lines[0]
+    assert not out.exists() and not (tmp_path / "reports").exists()
+
+
+def test_cli_bad_dataset_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    ds = tmp_path / "ds"
+    (ds / "qrels").mkdir(parents=True)
+    (ds / "corpus.jsonl").write_text('{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": 7}\n')
+    (ds / "queries.jsonl").write_text('{"_id": "q1", "text": "a"}\n')
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rag_eval.cli",
+            "run",
+            "--dataset",
+            str(ds),
+            "--config",
+            f"a={SHIPPED / 'experiments' / 'configs' / 'evidence.properties'}",
+            "--out",
+            str(out),
+            "-q",
+            "--milvus-uri",
+            str(tmp_path / "m.db"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "corpus.jsonl:2: field 'text'" in proc.stderr
+    assert not out.exists() and not (tmp_path / "m.db").exists()
+
+
+def _corpus(n_docs: int = 30, per_doc: int = 10) -> ChunkedCorpus:
+    chunks = tuple(
+        Chunk(doc_id=f"d{d}", chunk_index=i, start=0, end=1, content=f"doc {d} chunk {i}", source=f"kb/d{d}.md")
+        for d in range(n_docs)
+        for i in range(per_doc)
+    )
+    return ChunkedCorpus(chunker_spec="test", chunks=chunks)
+
+
+def test_ingest_plan_follows_the_profile_deterministically() -> None:
+    corpus = _corpus()
+    clean = plan_rows(corpus, PROFILES["clean"])
+    assert [r.vector_id for r in clean] == list(range(1, 301)) and {r.kind for r in clean} == {"clean"}
+    prod = plan_rows(corpus, IngestProfile(legacy_share=0.2, missing_doc_share=0.1, duplicate_share=0.15, seed=3))
+    assert prod == plan_rows(
+        corpus, IngestProfile(legacy_share=0.2, missing_doc_share=0.1, duplicate_share=0.15, seed=3)
+    )
+    kinds = pd.Series([r.kind for r in prod]).value_counts()
+    assert 40 <= kinds["legacy"] <= 80 and 15 <= kinds["missing_doc"] <= 45 and 25 <= kinds["duplicate"] <= 70
+    assert all(r.chunk_index is None for r in prod if r.kind == "legacy")
+    assert all(r.doc_id is None for r in prod if r.kind == "missing_doc")
+    by_id = {r.vector_id: r for r in prod}
+    for dup in (r for r in prod if r.kind == "duplicate"):
+        original = by_id[dup.copy_of or 0]
+        assert (dup.chunk, dup.doc_id, dup.chunk_index) == (original.chunk, original.doc_id, original.chunk_index)
+        assert dup.vector_id > 300
+
+
+def _replay(tmp: Path, configs: list[ConfigSpec], relevance: dict[str, dict[str, int]]) -> pd.DataFrame:
+    """Three documents; d0 has chunks 0-3, the query vector is closest to d0's chunks in order."""
+    rows: list[IngestRow] = []
+    mem: list[InMemoryRow] = []
+    vid = 0
+    for d, vecs in enumerate([[1.0, 0.98, 0.96, 0.94], [0.95, 0.5], [0.2]]):
+        for i, sim in enumerate(vecs):
+            vid += 1
+            chunk = Chunk(
+                doc_id=f"d{d}", chunk_index=i, start=0, end=10, content=f"doc {d} chunk {i} text", source=f"kb/d{d}.md"
+            )
+            rows.append(IngestRow(vector_id=vid, chunk=chunk, doc_id=chunk.doc_id, chunk_index=i, kind="clean"))
+            mem.append(
+                InMemoryRow(
+                    vector_id=str(vid),
+                    content=chunk.content,
+                    vector=(sim, math.sqrt(1 - sim * sim)),
+                    doc_id=chunk.doc_id,
+                    chunk_index=i,
+                    source=chunk.source,
+                )
+            )
+    port = InMemorySearch.from_rows(mem, encoder=lambda text: (1.0, 0.0))
+    truth = Truth(
+        rows={r.vector_id: r for r in rows},
+        relevance=relevance,
+        doc_relevance={q: {k.split("#")[0]: 1 for k in v} for q, v in relevance.items()},
+    )
+    store = RunStore(tmp / "run")
+    store.begin("fp", resume=False)
+    Replayer(port, configs, truth, warmup=1).run([("q1", "what")], store, batch_size=8)
+    return store.read_parts().to_pandas()
+
+
+def test_stage_losses_name_the_stage_that_lost_each_relevant_chunk(tmp_path: Path) -> None:
+    relevant = {"q1": {"d0#chunk-0": 1, "d0#chunk-2": 1, "d0#chunk-3": 1, "d1#chunk-1": 1, "d2#chunk-0": 1}}
+    configs = [
+        ConfigSpec(name="cap2", config=RagConfig.from_mapping({"rag.retrieve-k": 6, "rag.return-n": 3})),
+        ConfigSpec(name="narrow", config=RagConfig.from_mapping({"rag.retrieve-k": 2, "rag.return-n": 2})),
+        ConfigSpec(
+            name="budget",
+            config=RagConfig.from_mapping({"rag.retrieve-k": 6, "rag.return-n": 5, "rag.projector.max-blocks": 1}),
+        ),
+        ConfigSpec(name="legacy", config=RagConfig.from_mapping({"rag.pipeline": "legacy", "rag.top-k": 3})),
+    ]
+    table = _replay(tmp_path, configs, relevant).set_index("config")
+    losses = {c: dict(zip(table.loc[c, "lost_chunks"], table.loc[c, "lost_stages"], strict=True)) for c in table.index}
+    # order by score: d0#0, d0#1, d0#2, d1#0, d0#3, d1#1, d2#0
+    assert losses["cap2"] == {
+        "d0#chunk-2": "cap",
+        "d0#chunk-3": "cap",
+        "d1#chunk-1": "return_n",
+        "d2#chunk-0": "not_retrieved",
+    }
+    assert losses["narrow"]["d0#chunk-2"] == "not_retrieved"
+    assert losses["budget"]["d1#chunk-1"] == "projector_blocks"
+    # legacy: top-k 3 retrieves three chunks of d0 and delivers them merged in one document block
+    assert list(table.loc["legacy", "member_chunks"]) == ["d0#chunk-0", "d0#chunk-1", "d0#chunk-2"]
+    assert list(table.loc["legacy", "returned_keys"]) == ["kb/d0.md"]
+    assert table.loc["legacy", "guard_violations"] == 3 and table.loc["cap2", "guard_violations"] == 0
+
+
+def test_summary_measures_on_a_worked_example(tmp_path: Path) -> None:
+    relevant = {"q1": {"d0#chunk-0": 2, "d0#chunk-2": 1, "d1#chunk-0": 1}}
+    configs = [ConfigSpec(name="c", config=RagConfig.from_mapping({"rag.retrieve-k": 6, "rag.return-n": 3}))]
+    table = _replay(tmp_path, configs, relevant)
+    # delivered: d0#0, d0#1, d1#0 (d0#2 capped)
+    assert list(table.loc[0, "member_chunks"]) == ["d0#chunk-0", "d0#chunk-1", "d1#chunk-0"]
+    summary, frame = summarize(table, configs=[{"name": "c", "cap": 2, "cap_aware": 2, "return_n": 3}], cutoffs=[3])
+    c = summary["c"]
+    assert c["chunk"]["P@3"] == pytest.approx(2 / 3) and c["chunk"]["R@3"] == pytest.approx(2 / 3)
+    dcg = 2 + 1 / math.log2(4)
+    idcg = 2 + 1 / math.log2(3) + 1 / math.log2(4)
+    assert c["chunk"]["nDCG@3"] == pytest.approx(dcg / idcg)
+    assert c["chunk"]["RR"] == 1.0
+    assert c["same_doc_pairs"] == 1 and c["same_doc_multi_chunk_recall"] == pytest.approx(0.5)
+    assert c["same_doc_multi_chunk_recall_cap_aware"] == pytest.approx(0.5)
+    assert c["duplicate_rate"] == 0 and c["cap_compliance"] == 1.0 and c["return_n_compliance"] == 1.0
+    assert c["stage_losses"] == {"cap": 1}
+    assert len(frame) == 1
+    assert rows_to_table(table.to_dict("records")).num_rows == 1
+
+
+def test_standard_measures_edge_cases() -> None:
+    assert standard_measures([], {"a": 1}, [5]) == {"P@5": 0.0, "R@5": 0.0, "Success@5": 0.0, "nDCG@5": 0.0, "RR": 0.0}
+    m = standard_measures(["x", "a"], {"a": 1, "z": 0}, [1, 2])
+    assert (m["P@1"], m["P@2"], m["R@2"], m["RR"]) == (0.0, 0.5, 1.0, 0.5)
+
+
+def test_duplicates_by_key_and_by_content() -> None:
+    table = pd.DataFrame(
+        [
+            {
+                "query_id": "q",
+                "config": "c",
+                "judged": False,
+                "relevant_chunks": [],
+                "relevant_grades": [],
+                "relevant_docs": [],
+                "relevant_doc_grades": [],
+                "delivered_relevant": [],
+                "member_chunks": [],
+                "member_keys": ["a#chunk-0", "a#chunk-0", "vector:9", "b#chunk-1"],
+                "member_content_sha": ["s1", "s1", "s1", "s2"],
+                "hit_keys": ["a#chunk-0", "vector:9"],
+                "hit_content_sha": ["s1", "s1"],
+            }
+        ]
+    )
+    frame = per_query_frame(table, [5], {"c": 2})
+    assert (frame.loc[0, "dup_keys"], frame.loc[0, "dup_content"]) == (1, 1)
+    assert (frame.loc[0, "raw_dup_keys"], frame.loc[0, "raw_dup_content"]) == (0, 1)
