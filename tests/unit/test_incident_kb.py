@@ -163,3 +163,21 @@ def test_boilerplate_paragraphs_repeat_across_documents() -> None:
 def test_total_size_under_10_mb() -> None:
     total = sum(p.stat().st_size for p in KB.rglob("*") if p.is_file())
     assert total < 10 * 1024 * 1024
+
+
+def test_shipped_vectors_match_their_chunks_and_queries() -> None:
+    """The loader path of `make eval`: no model needed, and stale vectors would be refused."""
+    from rag_eval.datasets.beir import load_beir
+    from rag_eval.datasets.labels import chunk_dataset
+    from rag_eval.embed.embedders import EmbedderSpec
+    from rag_eval.embed.store import VectorFile
+    from rag_eval.jobs import normalized_queries, vector_files
+
+    dataset = load_beir(KB, "test")
+    chunks = chunk_dataset(dataset, parse_chunker(DEFAULT_CHUNKER_SPEC))
+    chunk_file, query_file = vector_files(KB / "vectors", DEFAULT_CHUNKER_SPEC)
+    model = EmbedderSpec().model_id
+    VectorFile.read(chunk_file).check_matches([c.content for c in chunks.chunks], model_id=model, regenerate_hint="")
+    VectorFile.read(query_file).check_matches(normalized_queries(dataset), model_id=model, regenerate_hint="")
+    assert len(chunks.chunks) == 587  # the count the data set README gives
+    assert int(VectorFile.read(chunk_file).metadata["dim"]) == 384
