@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 bench: $(STAMP)
-	$(BIN)/python -m pytest tests/benchmarks --benchmark-only
+	$(BIN)/python -m pytest tests/benchmarks --benchmark-enable --benchmark-only
 
 embeddings: $(FULL_STAMP)
 	$(BIN)/rag-eval embed datasets/incident-kb
