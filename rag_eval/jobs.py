@@ -128,6 +128,8 @@ class Progress:
             yield self
 
     def factory(self, label: str, total: int) -> Callable[[int], None]:
+        if total == 0:
+            return lambda n: None  # nothing to do: no bar
         task = self._bar.add_task(label, total=total)
         return lambda n: self._bar.advance(task, n)
 
@@ -450,7 +452,10 @@ def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows.append(
         (
             "payload chars p50/p95",
-            [f"{fmt(configs[n]['payload']['chars_p50'])}/{fmt(configs[n]['payload']['chars_p95'])}" for n in names],
+            [
+                "{:.0f}/{:.0f}".format(configs[n]["payload"]["chars_p50"], configs[n]["payload"]["chars_p95"])
+                for n in names
+            ],
         )
     )
     rows.append(
