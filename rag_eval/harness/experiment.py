@@ -486,6 +486,7 @@ def with_overrides(
     configs: Sequence[ConfigSpec] = (),
     baseline: str | None = None,
     query_limit: int | None = None,
+    require_configs: bool = True,
 ) -> Experiment:
     """Apply CLI flags on top of a file (or of the defaults)."""
     problems: list[ConfigProblem] = []
@@ -520,9 +521,9 @@ def with_overrides(
     if query_limit is not None:
         changes["query_limit"] = query_limit
     new = replace(exp, **changes)
-    if not new.configs:
+    if not new.configs and require_configs:
         problems.append(ConfigProblem("--config", "no configs: give an experiment file or --config NAME=FILE"))
-    elif new.baseline not in {c.name for c in new.configs}:
+    elif new.configs and new.baseline not in {c.name for c in new.configs}:
         problems.append(ConfigProblem("--baseline", f"{new.baseline!r} is not a config name"))
     if problems:
         raise ConfigError(problems, path=exp.source)

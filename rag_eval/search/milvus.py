@@ -324,7 +324,7 @@ class _Connection:
                 collection=name, uri=uri)
         if "cannot parse expression" in low or (code == 6 and "column" in low):
             return FilterError(f"Milvus at {uri} refused the filter ({message}): fix the filter value", uri=uri)
-        if "dim" in low and ("mismatch" in low or "should divide" in low or "expected dim" in low):
+        if "sizeof" in low or ("dim" in low and ("mismatch" in low or "should divide" in low or "expected dim" in low)):
             return DimensionMismatchError(
                 f"vector dimension does not match collection {name!r} ({message}): embed with the model "
                 "used at ingest", uri=uri)
