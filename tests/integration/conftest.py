@@ -54,7 +54,10 @@ def collection_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(
-    params=[pytest.param("lite", marks=pytest.mark.milvus_lite), pytest.param("server", marks=pytest.mark.milvus_server)]
+    params=[
+        pytest.param("lite", marks=pytest.mark.milvus_lite),
+        pytest.param("server", marks=pytest.mark.milvus_server),
+    ]
 )
 def milvus_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Each real Milvus kind in turn: a fresh Lite file, then the session's server."""

@@ -15,6 +15,7 @@ stops both processes by PID.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -197,10 +198,8 @@ def stop(server: RunningServer, *, grace: float = 10.0) -> None:
 
 def _reap(procs: list[tuple[int, str]]) -> None:
     for pid, _ in procs:
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
 
 
 def _write(pidfile: Path | None, server: RunningServer) -> None:

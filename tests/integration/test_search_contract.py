@@ -126,7 +126,7 @@ def _same_hits(got: Sequence[KnowledgeSearchHit], want: Sequence[KnowledgeSearch
         assert g.scores["dense"] == pytest.approx(g.score)
 
 
-def R(query: str, top_k: int = 5, **kw: object) -> KnowledgeSearchRequest:  # noqa: N802 - reads like a literal
+def R(query: str, top_k: int = 5, **kw: object) -> KnowledgeSearchRequest:
     return KnowledgeSearchRequest(query=query, top_k=top_k, **kw)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,181 @@
+"""Every Milvus failure surfaces as the project's own error, quickly, with a message that says what to do."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rag_eval.core.errors import (
+    CollectionNotFoundError,
+    CollectionNotLoadedError,
+    ConfigError,
+    DimensionMismatchError,
+    FilterError,
+    SearchUnavailableError,
+)
+from rag_eval.core.types import KnowledgeSearchRequest
+from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore
+
+DIM = 4
+DropAfter = Callable[[str, str], None]
+
+
+def _encoder(texts: list[str]) -> list[list[float]]:
+    return [[1.0, 0.5, 0.25, 0.0] for _ in texts]
+
+
+def _fill(uri: str, name: str, *, finalize: bool = True, index: IndexSpec | None = None) -> None:
+    rows = [ChunkRow(vector_id=i, doc_id=f"d{i}", chunk_index=0, content="c", title="t", source="s", category="k",
+                     start=0, end=1, vector=[1.0, float(i), 0.0, 1.0]) for i in range(5)]
+    with MilvusStore(uri, name) as store:
+        store.create(dim=DIM, index=index or IndexSpec.flat(), manifest={})
+        store.insert(rows)
+        if finalize:
+            store.finalize()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts TCP connections and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield int(sock.getsockname()[1])
+
+
+def test_stopped_server_is_reported_at_once(closed_port: int, capfd: pytest.CaptureFixture[str]) -> None:
+    uri = f"http://127.0.0.1:{closed_port}"
+    t0 = time.monotonic()
+    with pytest.raises(SearchUnavailableError) as info:
+        MilvusStore(uri, "anything")
+    elapsed = time.monotonic() - t0
+    assert elapsed < 10.0
+    message = str(info.value)
+    assert uri in message and "start the server or check --milvus-uri" in message and "\n" not in message
+    assert info.value.exit_code == 3 and info.value.uri == uri
+    assert "Traceback" not in capfd.readouterr().err  # pymilvus' own error logging is quieted
+
+
+def test_server_that_never_answers_times_out_within_ten_seconds(silent_port: int) -> None:
+    uri = f"http://127.0.0.1:{silent_port}"
+    t0 = time.monotonic()
+    with pytest.raises(SearchUnavailableError, match="did not answer"):
+        MilvusSearch(uri, "anything", _encoder)
+    assert time.monotonic() - t0 < 10.0
+
+
+def test_connect_timeout_and_retries_are_configurable(silent_port: int, closed_port: int) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(SearchUnavailableError, match="within 1 s"):
+        MilvusStore(f"http://127.0.0.1:{silent_port}", "x", timeout=1.0)
+    assert time.monotonic() - t0 < 3.0
+    t0 = time.monotonic()
+    with pytest.raises(SearchUnavailableError):
+        MilvusStore(f"http://127.0.0.1:{closed_port}", "x", retries=0)
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_token_and_credentials_never_appear_in_errors(closed_port: int, monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RAG_EVAL_TEST_TOKEN", "tok-very-secret-42")
+    with pytest.raises(SearchUnavailableError) as info:
+        MilvusStore(f"http://admin:pw-secret@127.0.0.1:{closed_port}", "x", token_env="RAG_EVAL_TEST_TOKEN")
+    shown = f"{info.value} {info.value!r} {info.value.uri} {caplog.text}"
+    assert "tok-very-secret-42" not in shown and "pw-secret" not in shown
+    assert f"http://127.0.0.1:{closed_port}" in str(info.value)
+
+
+def test_missing_collection(milvus_uri: str, collection_name: str) -> None:
+    with pytest.raises(CollectionNotFoundError) as info:
+        MilvusSearch(milvus_uri, collection_name, _encoder)
+    assert info.value.collection == collection_name and collection_name in str(info.value)
+    assert info.value.exit_code == 3
+    with MilvusStore(milvus_uri, collection_name) as store:
+        assert not store.exists() and store.read_manifest() is None
+
+
+def test_collection_without_index_is_not_searchable(milvus_uri: str, collection_name: str,
+                                                    drop_after: DropAfter) -> None:
+    drop_after(milvus_uri, collection_name)
+    _fill(milvus_uri, collection_name, finalize=False)
+    with pytest.raises(CollectionNotLoadedError, match="finalize"):
+        MilvusSearch(milvus_uri, collection_name, _encoder)
+
+
+def test_unloaded_collection(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
+    from pymilvus import MilvusClient
+
+    drop_after(milvus_uri, collection_name)
+    _fill(milvus_uri, collection_name)
+    request = KnowledgeSearchRequest(query="q", top_k=2)
+    with MilvusSearch(milvus_uri, collection_name, _encoder, index=IndexSpec.flat()) as port:
+        raw = MilvusClient(milvus_uri)
+        raw.release_collection(collection_name)
+        with pytest.raises(CollectionNotLoadedError) as info:
+            port.search(request)  # released under a running adapter
+        assert info.value.collection == collection_name
+        with pytest.raises(CollectionNotLoadedError, match="not loaded"):
+            MilvusSearch(milvus_uri, collection_name, _encoder, load=False)
+        with MilvusSearch(milvus_uri, collection_name, _encoder) as loading:  # load=True loads it again
+            assert len(loading.search(request)) == 2
+        raw.close()
+
+
+def test_index_spec_must_match_the_collection(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
+    drop_after(milvus_uri, collection_name)
+    _fill(milvus_uri, collection_name, index=IndexSpec.flat("L2"))
+    with pytest.raises(ConfigError, match=r"index\.metric"):
+        MilvusSearch(milvus_uri, collection_name, _encoder, index=IndexSpec.flat("COSINE"))
+    with MilvusSearch(milvus_uri, collection_name, _encoder) as port:  # no spec: the one stored at create()
+        hits = port.search(KnowledgeSearchRequest(query="q", top_k=5))
+        assert [h.score for h in hits] == sorted(h.score for h in hits)[::-1]
+        assert all(h.score <= 0 for h in hits)  # L2: negated distance, higher is better
+
+
+def test_milvus_refusals_are_mapped(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
+    drop_after(milvus_uri, collection_name)
+    _fill(milvus_uri, collection_name)
+    with MilvusSearch(milvus_uri, collection_name, _encoder, index=IndexSpec.flat()) as port:
+        conn = port._conn  # the boundary itself, fed with requests Milvus refuses
+        with pytest.raises(FilterError):
+            conn.call("search", conn.client.search, collection_name, data=[[1.0] * DIM], limit=1,
+                      filter="category === 'x'", collection=collection_name)
+        with pytest.raises(DimensionMismatchError):
+            conn.call("insert", conn.client.insert, collection_name,
+                      [{"vector_id": 99, "doc_id": "", "chunk_index": -1, "content": "", "title": "", "source": "",
+                        "category": "", "char_start": -1, "char_end": -1, "vector": [1.0, 2.0]}],
+                      collection=collection_name, retry=False)
+    with MilvusStore(milvus_uri, collection_name) as store:
+        bad = ChunkRow(vector_id=1, doc_id=None, chunk_index=None, content="", title="", source="", category="",
+                       start=None, end=None, vector=[1.0, 2.0])
+        with pytest.raises(DimensionMismatchError, match="2-d vector"):
+            store.insert([bad])
+
+
+@pytest.mark.milvus_lite
+def test_lite_file_held_by_another_process(tmp_path: Path) -> None:
+    uri = str(tmp_path / "held.db")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from rag_eval.search.milvus import MilvusStore; "
+         f"s = MilvusStore({uri!r}, 'x'); print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with pytest.raises(SearchUnavailableError, match="one process at a time"):
+            MilvusStore(uri, "x")
+    finally:
+        holder.kill()
+        holder.wait()
