@@ -57,7 +57,7 @@ from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, Sear
 
 DEFAULT_TOKEN_ENV: Final = "RAG_EVAL_MILVUS_TOKEN"
 DEFAULT_TIMEOUT: Final = 8.0  # seconds to connect, retries included: a dead server is reported within 10 s
-DEFAULT_CALL_TIMEOUT: Final = 120.0  # seconds for one data call (search, insert, flush, load)
+DEFAULT_CALL_TIMEOUT: Final = 30.0  # seconds for one data call (search, insert, flush); index and load get 600
 MAX_NQ: Final = 16_384  # query vectors per call (server cap)
 MAX_TOPK: Final = 16_384  # limit per call (server cap)
 MAX_VARCHAR_BYTES: Final = 65_535
@@ -271,7 +271,8 @@ class _Connection:
             except RagEvalError:
                 raise
             except Exception as exc:
-                error = self.translate(exc, what, collection=collection, budget=budget)
+                timed_out = time.monotonic() >= deadline - 0.1
+                error = self.translate(exc, what, collection=collection, budget=budget if timed_out else None)
                 if error is None:
                     raise
                 tries += 1
@@ -283,15 +284,17 @@ class _Connection:
 
     def translate(self, exc: BaseException, what: str, *, collection: str | None = None,
                   budget: float | None = None) -> RagEvalError | None:
-        """The project's error for a pymilvus or gRPC exception (None: not a Milvus error)."""
+        """The project's error for a pymilvus or gRPC exception (None: not a Milvus error).
+
+        ``budget`` is the time that ran out, when it did; otherwise the server refused to talk at once.
+        """
         import grpc
 
         pm = _pymilvus()
         uri, name = self.shown, collection or "?"
-        seconds = f"{budget if budget is not None else self.timeout:g} s"
+        why = f"did not answer within {budget:g} s" if budget is not None else "is not reachable"
         unavailable = SearchUnavailableError(
-            f"Milvus at {uri} did not answer {what} within {seconds}: start the server or check --milvus-uri",
-            uri=uri)
+            f"Milvus at {uri} {why} ({what}): start the server or check --milvus-uri", uri=uri)
         if isinstance(exc, grpc.RpcError):
             code = exc.code() if callable(getattr(exc, "code", None)) else None
             if code == grpc.StatusCode.UNIMPLEMENTED:
@@ -381,12 +384,13 @@ def _count(conn: _Connection, name: str, consistency: str | None = "Strong") -> 
 
 def _ensure_loaded(conn: _Connection, name: str, load: bool) -> None:
     state = conn.call("get load state", conn.client.get_load_state, name, collection=name, budget=conn.timeout)
-    if str(state.get("state", "")).endswith("Loaded") and "NotLoad" not in str(state.get("state")):
+    if getattr(state.get("state"), "name", None) == "Loaded":
         return
     if not load:
         raise CollectionNotLoadedError(f"collection {name!r} in Milvus at {conn.shown} is not loaded: load it "
                                        "or open it with load=True", collection=name, uri=conn.shown)
-    conn.call("load collection", conn.client.load_collection, name, collection=name)
+    conn.call("load collection", conn.client.load_collection, name, collection=name,
+              budget=max(conn.call_timeout, 600.0))
 
 
 def _search_params(coll: _Collection, index: IndexSpec, limit: int) -> dict[str, Any]:
