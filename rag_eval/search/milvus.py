@@ -13,7 +13,11 @@ Conventions shared by both backends:
   ``char_end`` as ``-1``; hits map both back to ``None``. A category filter of ``""`` therefore matches
   nothing, as it does in the in-memory adapter.
 * Manifest: a JSON object kept in the collection property ``rag_eval.manifest`` (Lite 3.2 drops the
-  collection description; the server's etcd refuses about 1.3 MB, so manifests are capped at 256 KiB).
+  collection description; the server's etcd refuses properties of 1.4 MB, so manifests are capped at
+  256 KiB). The IndexSpec used at create() is kept beside it in ``rag_eval.index``.
+* Time limits: connecting gets ``timeout`` (8 s) in all, retries with backoff included, so a stopped or
+  silent server is reported within 10 s; each data call gets ``call_timeout`` (30 s), index builds and
+  loads 600 s. ``finalize()`` waits until the server's default Bounded consistency sees every row.
 * Filters: pymilvus filter templating (``filter_params``) where a probe shows the backend honours it,
   otherwise a double-quoted literal escaped by :func:`milvus_string_literal`. Every returned hit is checked
   against the requested category, so a filter can never widen the result silently.
