@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 
 from rag_eval.core.config import PipelineKind
+from rag_eval.core.errors import UnsupportedFeatureError
+from rag_eval.core.types import SearchMode
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.datasets.beir import Dataset, load_beir
 from rag_eval.datasets.chunking import parse_chunker
@@ -121,6 +123,7 @@ class Progress:
             transient=False,
         )
         self._tasks: dict[str, Any] = {}
+        self.quiet = quiet
 
     @contextmanager
     def running(self) -> Iterator[Progress]:
@@ -141,7 +144,8 @@ class Progress:
             self._bar.advance(self._tasks[label], n)
 
     def log(self, message: str) -> None:
-        self._bar.console.print(message)
+        if not self.quiet:
+            self._bar.console.print(message)
 
 
 # -- ingest -----------------------------------------------------------------------------------
@@ -276,6 +280,30 @@ def config_rows(exp: Experiment) -> list[dict[str, Any]]:
     return out
 
 
+def _preflight(exp: Experiment, port: MilvusSearch) -> None:
+    """Every search mode the configs ask for must be really performed by this backend."""
+    modes = {spec.mode for spec in exp.configs}
+    if not modes & {SearchMode.GROUPED, SearchMode.HYBRID}:
+        return
+    features = port.features()
+    uri = exp.as_dict()["milvus"]["uri"]
+    for spec in exp.configs:
+        if spec.mode is SearchMode.GROUPED and not features.grouping:
+            raise UnsupportedFeatureError(
+                f"config {spec.name!r} uses mode 'grouped' but Milvus at {uri} ignores grouping search: "
+                "use mode 'dense' (the client-side cap) or Milvus Lite / a server >= 2.4",
+                feature="grouping",
+                uri=uri,
+            )
+        if spec.mode is SearchMode.HYBRID and not features.hybrid:
+            raise UnsupportedFeatureError(
+                f"config {spec.name!r} uses mode 'hybrid' but Milvus at {uri} has no BM25 full-text search: "
+                "use mode 'dense' or Milvus Lite / a server >= 2.5",
+                feature="hybrid",
+                uri=uri,
+            )
+
+
 def run_experiment(
     exp: Experiment, out: str | Path, *, resume: bool = False, progress: Progress | None = None
 ) -> RunResult:
@@ -306,11 +334,9 @@ def run_experiment(
         relevance=prep.labels.relevance,
         doc_relevance=prep.dataset.relevant_docs(),
     )
-    store = RunStore(out)
-    done = store.begin(exp.fingerprint(), resume=resume)
-    n_batches = len(batches(len(queries), exp.batch_size))
     with MilvusStore(exp.resolved_uri, ingest_result.collection, token_env=exp.token_env, timeout=exp.timeout) as ms:
         backend = ms.backend()
+    store = RunStore(out)
     with MilvusSearch(
         exp.resolved_uri,
         ingest_result.collection,
@@ -319,6 +345,9 @@ def run_experiment(
         token_env=exp.token_env,
         timeout=exp.timeout,
     ) as port:
+        _preflight(exp, port)  # refuse unsupported modes before anything is written
+        done = store.begin(exp.fingerprint(), resume=resume)
+        n_batches = len(batches(len(queries), exp.batch_size))
         replayer = Replayer(port, exp.configs, truth, transformer=transformer, warmup=exp.warmup, tick=prog.tick)
         n_sig = len(replayer.signatures)
         n_timed = sum(len({s.config.retrieve_k for s in specs}) for specs in replayer.signatures.values())

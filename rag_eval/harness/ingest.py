@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rag_eval.core.errors import UnsupportedFeatureError
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.chunking import Chunk
@@ -176,9 +177,17 @@ def ensure_collection(
         texts = [c.content for c in corpus.chunks]
         vectors = resolver.resolve(texts, progress=progress("embedding chunks", len(resolver.missing(texts))))
         by_key = {c.key: v for c, v in zip(corpus.chunks, vectors, strict=True)}
-        store.create(
-            dim=int(vectors.shape[1]), index=index_spec(exp), manifest=manifest, full_text=needs_full_text(exp)
-        )
+        try:
+            store.create(
+                dim=int(vectors.shape[1]), index=index_spec(exp), manifest=manifest, full_text=needs_full_text(exp)
+            )
+        except UnsupportedFeatureError as exc:
+            hybrid = [c.name for c in exp.configs if c.mode is SearchMode.HYBRID]
+            raise UnsupportedFeatureError(
+                f"configs {hybrid} use mode 'hybrid', which needs BM25 full-text search: {exc}",
+                feature=exc.feature,
+                uri=exc.uri,
+            ) from exc
         store.insert(
             (
                 ChunkRow(

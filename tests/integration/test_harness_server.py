@@ -1,0 +1,87 @@
+"""The harness against a real Milvus 2.3.5 server: ingest, reuse, rebuild, replay, refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from rag_eval import jobs
+from rag_eval.core.errors import UnsupportedFeatureError
+from rag_eval.harness.experiment import load_experiment, with_overrides
+from tests.conftest import ROOT, SHIPPED
+
+pytestmark = pytest.mark.milvus_server
+
+
+def test_ingest_reuse_rebuild_and_replay_on_the_server(
+    server_uri: str, collection_name: str, drop_after: Callable[[str, str], None], tmp_path: Path
+) -> None:
+    drop_after(server_uri, collection_name)
+    exp = with_overrides(
+        load_experiment(SHIPPED / "experiments" / "default.toml"),
+        milvus_uri=server_uri,
+        collection=collection_name,
+        query_limit=60,
+    )
+    exp = replace(exp, cache_dir=tmp_path / "cache")
+    first = jobs.ingest(exp)
+    again = jobs.ingest(exp)
+    assert not first.reused and again.reused and again.embedded == 0
+    rebuilt = jobs.ingest(with_overrides(exp, profile="clean"))
+    assert not rebuilt.reused and rebuilt.reason == "manifest differs" and rebuilt.collection == collection_name
+
+    result = jobs.run_experiment(exp, tmp_path / "run")  # the production rows again: rebuilt once more
+    manifest = json.loads((result.out / "manifest.json").read_text())
+    assert manifest["milvus"]["backend"] == "server" and manifest["milvus"]["server_version"]
+    table = pq.read_table(result.out / "per_query.parquet").to_pandas()
+    assert len(table) == 60 * len(exp.configs)
+    evidence = result.summary["configs"]["evidence"]
+    assert evidence["duplicate_rate"] == 0 and evidence["cap_compliance"] == 1.0
+    assert evidence["latency_us"]["search"]["p50"] > 0
+
+
+def test_grouped_mode_is_refused_before_anything_is_written(
+    server_uri: str, collection_name: str, drop_after: Callable[[str, str], None], tmp_path: Path
+) -> None:
+    drop_after(server_uri, collection_name)
+    exp = with_overrides(
+        load_experiment(SHIPPED / "experiments" / "grouped.toml"),
+        milvus_uri=server_uri,
+        collection=collection_name,
+        query_limit=10,
+    )
+    with pytest.raises(UnsupportedFeatureError, match="ignores grouping"):
+        jobs.run_experiment(replace(exp, cache_dir=tmp_path / "cache"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_exit_code_3_when_the_server_is_gone(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rag_eval.cli",
+            "run",
+            str(SHIPPED / "experiments" / "default.toml"),
+            "-q",
+            "--milvus-uri",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"},
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "127.0.0.1:9" in proc.stderr
+    assert not (tmp_path / "run").exists()
