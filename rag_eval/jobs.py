@@ -28,8 +28,8 @@ import pandas as pd
 
 from rag_eval.core.config import PipelineKind
 from rag_eval.core.errors import UnsupportedFeatureError
-from rag_eval.core.types import SearchMode
 from rag_eval.core.transform import KnowledgeQueryTransformer
+from rag_eval.core.types import SearchMode
 from rag_eval.datasets.beir import Dataset, load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, chunk_qrels

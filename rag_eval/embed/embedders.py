@@ -81,7 +81,7 @@ class SentenceTransformerEmbedder:
         try:
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()  # rag_eval shows its own progress
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # rag_eval shows its own progress
         except ImportError:
             pass
         try:
