@@ -39,10 +39,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from rag_eval.core.errors import (
     CollectionNotFoundError,
@@ -58,122 +57,64 @@ from rag_eval.core.errors import (
 )
 from rag_eval.core.ports import PortBase
 from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, sort_score
-
-DEFAULT_TOKEN_ENV: Final = "RAG_EVAL_MILVUS_TOKEN"
-DEFAULT_TIMEOUT: Final = 8.0  # seconds to connect, retries included: a dead server is reported within 10 s
-DEFAULT_CALL_TIMEOUT: Final = 30.0  # seconds for one data call (search, insert, flush); index and load get 600
-MAX_NQ: Final = 16_384  # query vectors per call (server cap)
-MAX_TOPK: Final = 16_384  # limit per call (server cap)
-MAX_VARCHAR_BYTES: Final = 65_535
-MAX_MANIFEST_BYTES: Final = 256 * 1024
-MAX_BATCH_BYTES: Final = 32 * 1024 * 1024  # the server refuses gRPC messages over 64 MB
-MANIFEST_PROPERTY: Final = "rag_eval.manifest"
-INDEX_PROPERTY: Final = "rag_eval.index"
-MISSING_STR: Final = ""
-MISSING_INT: Final = -1
-VECTOR_FIELD: Final = "vector"
-SPARSE_FIELD: Final = "content_sparse"
-OUTPUT_FIELDS: Final = (
-    "vector_id", "doc_id", "chunk_index", "content", "title", "source", "category", "char_start", "char_end",
+from rag_eval.search.milvus_schema import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOKEN_ENV,
+    INDEX_PROPERTY,
+    MANIFEST_PROPERTY,
+    MAX_BATCH_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_NQ,
+    MAX_TOPK,
+    MAX_VARCHAR_BYTES,
+    MISSING_INT,
+    MISSING_STR,
+    OUTPUT_FIELDS,
+    SPARSE_FIELD,
+    VECTOR_FIELD,
+    BackendFeatures,
+    BackendInfo,
+    ChunkRow,
+    IndexSpec,
+    is_server_uri,
+    milvus_string_literal,
+    one_line,
+    redact_uri,
 )
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_TOKEN_ENV",
+    "INDEX_PROPERTY",
+    "MANIFEST_PROPERTY",
+    "MAX_BATCH_BYTES",
+    "MAX_MANIFEST_BYTES",
+    "MAX_NQ",
+    "MAX_TOPK",
+    "MAX_VARCHAR_BYTES",
+    "MISSING_INT",
+    "MISSING_STR",
+    "OUTPUT_FIELDS",
+    "SPARSE_FIELD",
+    "VECTOR_FIELD",
+    "BackendFeatures",
+    "BackendInfo",
+    "ChunkRow",
+    "IndexSpec",
+    "MilvusSearch",
+    "MilvusStore",
+    "is_server_uri",
+    "milvus_string_literal",
+    "one_line",
+    "redact_uri",
+]
+
 _VISIBLE_WAIT_S: Final = 120.0
 _T = TypeVar("_T")
 _LITE_LOCK = threading.Lock()
 _LITE_REFS: dict[str, int] = {}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IndexSpec:
-    """Vector index type, metric and parameters (HNSW + COSINE by default).
-
-    ``search_params`` are sent with every search; for HNSW ``ef`` is raised to the request's limit.
-
-    >>> IndexSpec.flat().index_type
-    'FLAT'
-    """
-
-    index_type: str = "HNSW"
-    metric: str = "COSINE"
-    build_params: Mapping[str, Any] = field(default_factory=lambda: {"M": 16, "efConstruction": 200})
-    search_params: Mapping[str, Any] = field(default_factory=lambda: {"ef": 64})
-
-    @classmethod
-    def flat(cls, metric: str = "COSINE") -> IndexSpec:
-        """Exact search: every backend returns the same order."""
-        return cls(index_type="FLAT", metric=metric, build_params={}, search_params={})
-
-    def to_json(self) -> dict[str, Any]:
-        return {"index_type": self.index_type, "metric": self.metric,
-                "build_params": dict(self.build_params), "search_params": dict(self.search_params)}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChunkRow:
-    """One chunk as stored: ``None`` identity fields become ``""`` / ``-1`` in Milvus."""
-
-    vector_id: int
-    doc_id: str | None
-    chunk_index: int | None
-    content: str
-    title: str
-    source: str
-    category: str
-    start: int | None
-    end: int | None
-    vector: Sequence[float]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackendInfo:
-    """What answers at a URI: ``kind`` is ``"lite"`` or ``"server"``."""
-
-    kind: Literal["lite", "server"]
-    server_version: str
-    pymilvus_version: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackendFeatures:
-    """Optional search modes as the backend really performs them (probed, not assumed)."""
-
-    grouping: bool
-    hybrid: bool
-
-
-def milvus_string_literal(value: str) -> str:
-    r"""A double-quoted Milvus filter literal that Lite and the server both read back as ``value``.
-
-    Backslash, double quote, CR, LF and TAB are escaped (the only escapes both parsers share); every other
-    character, single quotes and unicode included, is literal inside double quotes.
-
-    >>> print(milvus_string_literal("it's \\ \"x\""))
-    "it's \\ \"x\""
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise FilterError(f"filter value {value!r} is not valid text: pass a UTF-8 string") from exc
-    table = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return '"' + "".join(table.get(ch, ch) for ch in value) + '"'
-
-
-def is_server_uri(uri: str) -> bool:
-    """True for a server or cluster URI, False for a local Milvus Lite path."""
-    return uri.lower().startswith(("http://", "https://", "tcp://"))
-
-
-def _redact(uri: str) -> str:
-    if not is_server_uri(uri):
-        return uri
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _one_line(text: object, limit: int = 240) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _pymilvus() -> Any:
@@ -190,7 +131,7 @@ class _Connection:
 
     def __init__(self, uri: str, *, token_env: str, timeout: float, retries: int, call_timeout: float) -> None:
         self.uri = uri
-        self.shown = _redact(uri)
+        self.shown = redact_uri(uri)
         self.kind: Literal["lite", "server"] = "server" if is_server_uri(uri) else "lite"
         self.timeout = timeout
         self.retries = max(0, retries)
@@ -311,7 +252,7 @@ class _Connection:
                 f"Milvus at {uri} failed {what} ({code.name}): check the server's health and logs", uri=uri)
         if not isinstance(exc, pm.MilvusException):
             return None
-        code, message = exc.code, _one_line(getattr(exc, "message", exc))
+        code, message = exc.code, one_line(getattr(exc, "message", exc))
         low = message.lower()
         if isinstance(exc, pm.exceptions.ConnectionConfigException):
             return SearchUnavailableError(f"cannot open Milvus at {uri}: {message}: check --milvus-uri", uri=uri)
@@ -345,7 +286,7 @@ class _Capture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         exc = record.exc_info[1] if record.exc_info else None
-        self.sink.append(_one_line(exc if exc is not None else record.getMessage(), 160))
+        self.sink.append(one_line(exc if exc is not None else record.getMessage(), 160))
 
 
 @dataclass(frozen=True, slots=True)

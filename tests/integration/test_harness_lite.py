@@ -202,7 +202,8 @@ def test_ctrl_c_then_resume_with_the_command(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert "--resume" in err
     assert not (out / "per_query.parquet").exists()
-    done = subprocess.run([*base, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    resume = [a for a in base if a != "--quiet"] + ["--resume"]
+    done = subprocess.run(resume, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "resuming" in done.stderr
     table = pq.read_table(out / "per_query.parquet").to_pandas()
