@@ -36,7 +36,7 @@ from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, c
 from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
 from rag_eval.harness.experiment import Experiment
-from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, index_spec, plan_rows
+from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
 from rag_eval.harness.replay import Replayer, batches
 from rag_eval.harness.rows import Truth
 from rag_eval.harness.store import RunStore
@@ -341,7 +341,7 @@ def run_experiment(
         exp.resolved_uri,
         ingest_result.collection,
         encoder,
-        index=index_spec(exp),
+        index=exp.index,
         token_env=exp.token_env,
         timeout=exp.timeout,
     ) as port:
@@ -384,7 +384,7 @@ def run_experiment(
             "collection": ingest_result.collection,
             "backend": backend.kind,
             "server_version": backend.server_version,
-            "index": exp.index.as_dict(),
+            "index": exp.index.to_json(),
             "collection_manifest": ingest_result.manifest,
             "reused": ingest_result.reused,
             "ingest_seconds": ingest_result.seconds,

@@ -46,6 +46,7 @@ from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 from rag_eval.embed.embedders import DEFAULT_MODEL
+from rag_eval.search.milvus_schema import IndexSpec, redact_uri
 
 DEFAULT_LITE_DIR = Path("reports/milvus")
 DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")
@@ -83,22 +84,6 @@ PROFILES: Mapping[str, IngestProfile] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class IndexSettings:
-    index_type: str = "HNSW"
-    metric: str = "COSINE"
-    build_params: Mapping[str, Any] = field(default_factory=lambda: {"M": 16, "efConstruction": 200})
-    search_params: Mapping[str, Any] = field(default_factory=lambda: {"ef": 64})
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "index_type": self.index_type,
-            "metric": self.metric,
-            "build_params": dict(self.build_params),
-            "search_params": dict(self.search_params),
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigSpec:
     """One named pipeline config of an experiment and how it searches."""
 
@@ -128,7 +113,7 @@ class Experiment:
     collection: str | None = None  # None: derived from the data set and the manifest
     token_env: str = "RAG_EVAL_MILVUS_TOKEN"
     timeout: float = 10.0
-    index: IndexSettings = field(default_factory=IndexSettings)
+    index: IndexSpec = field(default_factory=IndexSpec)
     profile: IngestProfile = field(default_factory=IngestProfile)
     configs: tuple[ConfigSpec, ...] = ()
     baseline: str = ""
@@ -161,7 +146,7 @@ class Experiment:
             "embedder": [self.embedder_model, self.embedder_normalize],
             "uri": self.resolved_uri,
             "collection": self.collection,
-            "index": self.index.as_dict(),
+            "index": self.index.to_json(),
             "profile": self.profile.as_dict(),
             "configs": [(c.name, c.config_hash()) for c in self.configs],
             "baseline": self.baseline,
@@ -179,7 +164,11 @@ class Experiment:
             "chunker": self.chunker_spec,
             "min_overlap_chars": self.min_overlap_chars,
             "embedder": {"model": self.embedder_model, "normalize": self.embedder_normalize},
-            "milvus": {"uri": _redact(self.resolved_uri), "collection": self.collection, "index": self.index.as_dict()},
+            "milvus": {
+                "uri": redact_uri(self.resolved_uri),
+                "collection": self.collection,
+                "index": self.index.to_json(),
+            },
             "ingest_profile": self.profile.as_dict(),
             "configs": [
                 {
@@ -201,14 +190,6 @@ class Experiment:
 
 def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_").lower() or "dataset"
-
-
-def _redact(uri: str) -> str:
-    """Never write credentials embedded in a URI (user:password@host)."""
-    if "@" in uri and "://" in uri:
-        scheme, rest = uri.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return uri
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -379,10 +360,10 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     )
 
 
-def _index(table: Mapping[str, Any], problems: list[ConfigProblem]) -> IndexSettings:
+def _index(table: Mapping[str, Any], problems: list[ConfigProblem]) -> IndexSpec:
     r = _Reader(table, "milvus.index", problems)
-    defaults = IndexSettings()
-    settings = IndexSettings(
+    defaults = IndexSpec()
+    settings = IndexSpec(
         index_type=str(r.get("type", str, defaults.index_type)).upper(),
         metric=str(r.get("metric", str, defaults.metric)).upper(),
         build_params=r.get("params", Mapping, defaults.build_params),

@@ -27,7 +27,7 @@ from rag_eval.datasets.chunking import Chunk
 from rag_eval.datasets.labels import ChunkedCorpus
 from rag_eval.embed.embedders import VectorResolver
 from rag_eval.harness.experiment import Experiment, IngestProfile
-from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore
+from rag_eval.search.milvus import ChunkRow, MilvusStore
 
 MANIFEST_VERSION = 1
 
@@ -82,15 +82,6 @@ def plan_rows(corpus: ChunkedCorpus, profile: IngestProfile) -> list[IngestRow]:
     return rows + copies
 
 
-def index_spec(exp: Experiment) -> IndexSpec:
-    return IndexSpec(
-        index_type=exp.index.index_type,
-        metric=exp.index.metric,
-        build_params=dict(exp.index.build_params),
-        search_params=dict(exp.index.search_params),
-    )
-
-
 def collection_manifest(
     exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus, model_id: str, n_rows: int
 ) -> dict[str, Any]:
@@ -101,7 +92,7 @@ def collection_manifest(
         "chunker": corpus.chunker_spec,
         "chunks": len(corpus.chunks),
         "embedder": model_id,
-        "index": exp.index.as_dict(),
+        "index": exp.index.to_json(),
         "profile": exp.profile.as_dict(),
         "rows": n_rows,
         "full_text": needs_full_text(exp),
@@ -178,9 +169,7 @@ def ensure_collection(
         vectors = resolver.resolve(texts, progress=progress("embedding chunks", len(resolver.missing(texts))))
         by_key = {c.key: v for c, v in zip(corpus.chunks, vectors, strict=True)}
         try:
-            store.create(
-                dim=int(vectors.shape[1]), index=index_spec(exp), manifest=manifest, full_text=needs_full_text(exp)
-            )
+            store.create(dim=int(vectors.shape[1]), index=exp.index, manifest=manifest, full_text=needs_full_text(exp))
         except UnsupportedFeatureError as exc:
             hybrid = [c.name for c in exp.configs if c.mode is SearchMode.HYBRID]
             raise UnsupportedFeatureError(

@@ -142,15 +142,17 @@ class _Connection:
     @property
     def client(self) -> Any:
         if self._client is None:
-            raise SearchUnavailableError(f"the connection to Milvus at {self.shown} is closed: open a new one",
-                                         uri=self.shown)
+            raise SearchUnavailableError(
+                f"the connection to Milvus at {self.shown} is closed: open a new one", uri=self.shown
+            )
         return self._client
 
     def _open_server(self, token_env: str) -> Any:
         pm = _pymilvus()
         token = os.environ.get(token_env, "")
-        return self._retrying("connect", lambda t: pm.MilvusClient(uri=self.uri, token=token, timeout=t),
-                              budget=self.timeout)
+        return self._retrying(
+            "connect", lambda t: pm.MilvusClient(uri=self.uri, token=token, timeout=t), budget=self.timeout
+        )
 
     def _open_lite(self) -> Any:
         pm = _pymilvus()
@@ -172,7 +174,9 @@ class _Connection:
                 why = reasons[0] if reasons else "it could not be opened"
                 raise SearchUnavailableError(
                     f"Milvus Lite could not open {key} ({why}): only one process at a time can use a Lite file, "
-                    "close the other one or use a Milvus server", uri=key)
+                    "close the other one or use a Milvus server",
+                    uri=key,
+                )
             _LITE_REFS[key] = _LITE_REFS.get(key, 0) + 1
             self._lite_key = key
         try:
@@ -199,14 +203,35 @@ class _Connection:
             client.close()
         self._release_lite()
 
-    def call(self, what: str, fn: Callable[..., _T], /, *args: Any, collection: str | None = None,
-             budget: float | None = None, retry: bool = True, **kwargs: Any) -> _T:
+    def call(
+        self,
+        what: str,
+        fn: Callable[..., _T],
+        /,
+        *args: Any,
+        collection: str | None = None,
+        budget: float | None = None,
+        retry: bool = True,
+        **kwargs: Any,
+    ) -> _T:
         """``fn(*args, timeout=..., **kwargs)`` with transient failures retried and errors translated."""
-        return self._retrying(what, lambda t: fn(*args, timeout=t, **kwargs), collection=collection,
-                              budget=self.call_timeout if budget is None else budget, retry=retry)
+        return self._retrying(
+            what,
+            lambda t: fn(*args, timeout=t, **kwargs),
+            collection=collection,
+            budget=self.call_timeout if budget is None else budget,
+            retry=retry,
+        )
 
-    def _retrying(self, what: str, attempt: Callable[[float], _T], *, budget: float,
-                  collection: str | None = None, retry: bool = True) -> _T:
+    def _retrying(
+        self,
+        what: str,
+        attempt: Callable[[float], _T],
+        *,
+        budget: float,
+        collection: str | None = None,
+        retry: bool = True,
+    ) -> _T:
         deadline = time.monotonic() + budget
         backoff, tries = 0.25, 0
         while True:
@@ -227,8 +252,9 @@ class _Connection:
                 time.sleep(backoff)
                 backoff *= 2
 
-    def translate(self, exc: BaseException, what: str, *, collection: str | None = None,
-                  budget: float | None = None) -> RagEvalError | None:
+    def translate(
+        self, exc: BaseException, what: str, *, collection: str | None = None, budget: float | None = None
+    ) -> RagEvalError | None:
         """The project's error for a pymilvus or gRPC exception (None: not a Milvus error).
 
         ``budget`` is the time that ran out, when it did; otherwise the server refused to talk at once.
@@ -239,17 +265,22 @@ class _Connection:
         uri, name = self.shown, collection or "?"
         why = f"did not answer within {budget:g} s" if budget is not None else "is not reachable"
         unavailable = SearchUnavailableError(
-            f"Milvus at {uri} {why} ({what}): start the server or check --milvus-uri", uri=uri)
+            f"Milvus at {uri} {why} ({what}): start the server or check --milvus-uri", uri=uri
+        )
         if isinstance(exc, grpc.RpcError):
             code = exc.code() if callable(getattr(exc, "code", None)) else None
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 return UnsupportedFeatureError(
                     f"Milvus at {uri} does not implement {what}: use a backend that offers it "
-                    "(Milvus Lite, or a server >= 2.5) or another search mode", feature=what, uri=uri)
+                    "(Milvus Lite, or a server >= 2.5) or another search mode",
+                    feature=what,
+                    uri=uri,
+                )
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None):
                 return unavailable
             return SearchUnavailableError(
-                f"Milvus at {uri} failed {what} ({code.name}): check the server's health and logs", uri=uri)
+                f"Milvus at {uri} failed {what} ({code.name}): check the server's health and logs", uri=uri
+            )
         if not isinstance(exc, pm.MilvusException):
             return None
         code, message = exc.code, one_line(getattr(exc, "message", exc))
@@ -261,21 +292,30 @@ class _Connection:
         if code == 100 or "collection not found" in low or "does not exist" in low or "can't find collection" in low:
             return CollectionNotFoundError(
                 f"collection {name!r} does not exist in Milvus at {uri}: ingest the data set first or check "
-                "the collection name", collection=name, uri=uri)
+                "the collection name",
+                collection=name,
+                uri=uri,
+            )
         if code == 101 or "not loaded" in low or "state 'released'" in low:
             return CollectionNotLoadedError(
                 f"collection {name!r} in Milvus at {uri} is not loaded: load it (rag_eval loads on open "
-                "unless told not to) or re-run ingest", collection=name, uri=uri)
+                "unless told not to) or re-run ingest",
+                collection=name,
+                uri=uri,
+            )
         if code == 700 or "index not found" in low:
             return CollectionNotLoadedError(
                 f"collection {name!r} in Milvus at {uri} has no index: finish ingest (finalize) first",
-                collection=name, uri=uri)
+                collection=name,
+                uri=uri,
+            )
         if "cannot parse expression" in low or (code == 6 and "column" in low):
             return FilterError(f"Milvus at {uri} refused the filter ({message}): fix the filter value", uri=uri)
         if "sizeof" in low or ("dim" in low and ("mismatch" in low or "should divide" in low or "expected dim" in low)):
             return DimensionMismatchError(
-                f"vector dimension does not match collection {name!r} ({message}): embed with the model "
-                "used at ingest", uri=uri)
+                f"vector dimension does not match collection {name!r} ({message}): embed with the model used at ingest",
+                uri=uri,
+            )
         return SearchRequestError(f"Milvus at {uri} refused {what} on {name!r}: {message}", uri=uri)
 
 
@@ -300,21 +340,25 @@ class _Collection:
 
 
 def _describe(conn: _Connection, name: str) -> _Collection:
-    desc = conn.call("describe collection", conn.client.describe_collection, name, collection=name,
-                     budget=conn.timeout)
+    desc = conn.call("describe collection", conn.client.describe_collection, name, collection=name, budget=conn.timeout)
     fields = {f["name"]: f for f in desc.get("fields", [])}
     if VECTOR_FIELD not in fields:
-        raise SearchRequestError(f"collection {name!r} at {conn.shown} has no {VECTOR_FIELD!r} field: it was "
-                                 "not created by rag_eval, ingest into a new collection", uri=conn.shown)
+        raise SearchRequestError(
+            f"collection {name!r} at {conn.shown} has no {VECTOR_FIELD!r} field: it was "
+            "not created by rag_eval, ingest into a new collection",
+            uri=conn.shown,
+        )
     dim = int(fields[VECTOR_FIELD].get("params", {}).get("dim", 0))
     functions = desc.get("functions") or []
     full_text = SPARSE_FIELD in fields and any(SPARSE_FIELD in f.get("output_field_names", ()) for f in functions)
     metric = index_type = None
-    indexes = conn.call("list indexes", conn.client.list_indexes, name, field_name=VECTOR_FIELD, collection=name,
-                        budget=conn.timeout)
+    indexes = conn.call(
+        "list indexes", conn.client.list_indexes, name, field_name=VECTOR_FIELD, collection=name, budget=conn.timeout
+    )
     if indexes:
-        info = conn.call("describe index", conn.client.describe_index, name, indexes[0], collection=name,
-                         budget=conn.timeout)
+        info = conn.call(
+            "describe index", conn.client.describe_index, name, indexes[0], collection=name, budget=conn.timeout
+        )
         metric, index_type = info.get("metric_type"), info.get("index_type")
     props = {str(k): str(v) for k, v in (desc.get("properties") or {}).items()}
     return _Collection(name, dim, metric, index_type, full_text, props)
@@ -322,8 +366,7 @@ def _describe(conn: _Connection, name: str) -> _Collection:
 
 def _count(conn: _Connection, name: str, consistency: str | None = "Strong") -> int:
     extra: dict[str, Any] = {"consistency_level": consistency} if consistency else {}
-    rows = conn.call("count", conn.client.query, name, filter="", output_fields=["count(*)"], collection=name,
-                     **extra)
+    rows = conn.call("count", conn.client.query, name, filter="", output_fields=["count(*)"], collection=name, **extra)
     return int(rows[0]["count(*)"])
 
 
@@ -332,10 +375,14 @@ def _ensure_loaded(conn: _Connection, name: str, load: bool) -> None:
     if getattr(state.get("state"), "name", None) == "Loaded":
         return
     if not load:
-        raise CollectionNotLoadedError(f"collection {name!r} in Milvus at {conn.shown} is not loaded: load it "
-                                       "or open it with load=True", collection=name, uri=conn.shown)
-    conn.call("load collection", conn.client.load_collection, name, collection=name,
-              budget=max(conn.call_timeout, 600.0))
+        raise CollectionNotLoadedError(
+            f"collection {name!r} in Milvus at {conn.shown} is not loaded: load it or open it with load=True",
+            collection=name,
+            uri=conn.shown,
+        )
+    conn.call(
+        "load collection", conn.client.load_collection, name, collection=name, budget=max(conn.call_timeout, 600.0)
+    )
 
 
 def _search_params(coll: _Collection, index: IndexSpec, limit: int) -> dict[str, Any]:
@@ -350,26 +397,51 @@ def _probe_grouping(conn: _Connection, coll: _Collection, index: IndexSpec) -> b
 
     Without any multi-chunk document grouping cannot change a result; the per-result check still applies.
     """
-    rows = conn.call("query", conn.client.query, coll.name, filter=f"doc_id != {milvus_string_literal('')}",
-                     output_fields=["doc_id"], limit=2000, collection=coll.name)
+    rows = conn.call(
+        "query",
+        conn.client.query,
+        coll.name,
+        filter=f"doc_id != {milvus_string_literal('')}",
+        output_fields=["doc_id"],
+        limit=2000,
+        collection=coll.name,
+    )
     repeated = [d for d, n in Counter(r["doc_id"] for r in rows).items() if n >= 2]
     if not repeated:
         return True
-    hits = conn.call("grouping search", conn.client.search, coll.name, data=[[1.0] * coll.dim],
-                     filter=f"doc_id == {milvus_string_literal(repeated[0])}", limit=2, group_by_field="doc_id",
-                     group_size=1, output_fields=["doc_id"], search_params=_search_params(coll, index, 2),
-                     collection=coll.name)
+    hits = conn.call(
+        "grouping search",
+        conn.client.search,
+        coll.name,
+        data=[[1.0] * coll.dim],
+        filter=f"doc_id == {milvus_string_literal(repeated[0])}",
+        limit=2,
+        group_by_field="doc_id",
+        group_size=1,
+        output_fields=["doc_id"],
+        search_params=_search_params(coll, index, 2),
+        collection=coll.name,
+    )
     return len(hits[0]) <= 1
 
 
 def _probe_hybrid(conn: _Connection, coll: _Collection, index: IndexSpec) -> bool:
     """Whether the backend implements hybrid_search at all (the 2.3 server answers UNIMPLEMENTED)."""
     pm = _pymilvus()
-    req = pm.AnnSearchRequest(data=[[1.0] * coll.dim], anns_field=VECTOR_FIELD,
-                              param=_search_params(coll, index, 1), limit=1)
+    req = pm.AnnSearchRequest(
+        data=[[1.0] * coll.dim], anns_field=VECTOR_FIELD, param=_search_params(coll, index, 1), limit=1
+    )
     try:
-        conn.call("hybrid search", conn.client.hybrid_search, coll.name, [req], pm.RRFRanker(60), limit=1,
-                  collection=coll.name, retry=False)
+        conn.call(
+            "hybrid search",
+            conn.client.hybrid_search,
+            coll.name,
+            [req],
+            pm.RRFRanker(60),
+            limit=1,
+            collection=coll.name,
+            retry=False,
+        )
     except UnsupportedFeatureError:
         return False
     return True
@@ -378,9 +450,17 @@ def _probe_hybrid(conn: _Connection, coll: _Collection, index: IndexSpec) -> boo
 def _probe_templating(conn: _Connection, coll: _Collection) -> bool:
     """Whether the backend honours ``filter_params`` (neither Lite 3.2 nor the 2.3 server does)."""
     try:
-        conn.call("templated query", conn.client.query, coll.name, filter="category == {c}",
-                  filter_params={"c": "\x00probe"}, output_fields=["vector_id"], limit=1, collection=coll.name,
-                  retry=False)
+        conn.call(
+            "templated query",
+            conn.client.query,
+            coll.name,
+            filter="category == {c}",
+            filter_params={"c": "\x00probe"},
+            output_fields=["vector_id"],
+            limit=1,
+            collection=coll.name,
+            retry=False,
+        )
     except (FilterError, SearchRequestError):
         return False
     return True
@@ -400,10 +480,16 @@ def _to_hit(raw: Any, metric: str, channel: str) -> KnowledgeSearchHit:
     distance = float(raw["distance"])
     score = -distance if channel == "dense" and metric.upper() == "L2" else distance
     return KnowledgeSearchHit(
-        id=vid, content=str(entity.get("content", "")), score=score, scores={channel: score},
+        id=vid,
+        content=str(entity.get("content", "")),
+        score=score,
+        scores={channel: score},
         metadata={"char_start": _opt_int(entity.get("char_start")), "char_end": _opt_int(entity.get("char_end"))},
-        doc_id=_opt_str(entity.get("doc_id")), chunk_index=_opt_int(entity.get("chunk_index")), vector_id=vid,
-        source=_opt_str(entity.get("source")), title=_opt_str(entity.get("title")),
+        doc_id=_opt_str(entity.get("doc_id")),
+        chunk_index=_opt_int(entity.get("chunk_index")),
+        vector_id=vid,
+        source=_opt_str(entity.get("source")),
+        title=_opt_str(entity.get("title")),
         category=_opt_str(entity.get("category")),
     )
 
@@ -411,9 +497,12 @@ def _to_hit(raw: Any, metric: str, channel: str) -> KnowledgeSearchHit:
 def _manifest_json(manifest: Mapping[str, Any], uri: str) -> str:
     text = json.dumps(dict(manifest), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     if len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
-        raise SearchRequestError(f"the manifest is {len(text.encode('utf-8')):,} bytes, over the "
-                                 f"{MAX_MANIFEST_BYTES:,} Milvus can keep with a collection: store large data "
-                                 "beside it and put its checksum in the manifest", uri=uri)
+        raise SearchRequestError(
+            f"the manifest is {len(text.encode('utf-8')):,} bytes, over the "
+            f"{MAX_MANIFEST_BYTES:,} Milvus can keep with a collection: store large data "
+            "beside it and put its checksum in the manifest",
+            uri=uri,
+        )
     return text
 
 
@@ -426,12 +515,18 @@ class MilvusStore(PortBase):
     ...     store.finalize()
     """
 
-    def __init__(self, uri: str, collection: str, *, token_env: str = DEFAULT_TOKEN_ENV,
-                 timeout: float = DEFAULT_TIMEOUT, retries: int = 3,
-                 call_timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+    def __init__(
+        self,
+        uri: str,
+        collection: str,
+        *,
+        token_env: str = DEFAULT_TOKEN_ENV,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = 3,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    ) -> None:
         self.collection = collection
-        self._conn = _Connection(uri, token_env=token_env, timeout=timeout, retries=retries,
-                                 call_timeout=call_timeout)
+        self._conn = _Connection(uri, token_env=token_env, timeout=timeout, retries=retries, call_timeout=call_timeout)
         self._dim: int | None = None
         self._index: IndexSpec | None = None
         self._inserted = 0
@@ -463,8 +558,14 @@ class MilvusStore(PortBase):
     def write_manifest(self, manifest: Mapping[str, Any]) -> None:
         """Replace the stored manifest (e.g. to add the row count once ingest is done)."""
         conn, text = self._conn, _manifest_json(manifest, self._conn.shown)
-        conn.call("alter collection properties", conn.client.alter_collection_properties, self.collection,
-                  properties={MANIFEST_PROPERTY: text}, collection=self.collection, budget=conn.timeout)
+        conn.call(
+            "alter collection properties",
+            conn.client.alter_collection_properties,
+            self.collection,
+            properties={MANIFEST_PROPERTY: text},
+            collection=self.collection,
+            budget=conn.timeout,
+        )
 
     def create(self, *, dim: int, index: IndexSpec, manifest: Mapping[str, Any], full_text: bool = False) -> None:
         """(Re)create the collection, dropping an existing one; ``full_text`` adds BM25 for HYBRID search."""
@@ -482,21 +583,37 @@ class MilvusStore(PortBase):
         schema.add_field(VECTOR_FIELD, dt.FLOAT_VECTOR, dim=dim)
         if full_text:
             schema.add_field(SPARSE_FIELD, dt.SPARSE_FLOAT_VECTOR)
-            schema.add_function(pm.Function(name="content_bm25", function_type=pm.FunctionType.BM25,
-                                            input_field_names=["content"], output_field_names=[SPARSE_FIELD]))
+            schema.add_function(
+                pm.Function(
+                    name="content_bm25",
+                    function_type=pm.FunctionType.BM25,
+                    input_field_names=["content"],
+                    output_field_names=[SPARSE_FIELD],
+                )
+            )
         props = {MANIFEST_PROPERTY: text, INDEX_PROPERTY: json.dumps(index.to_json(), sort_keys=True)}
-        conn.call("create collection", conn.client.create_collection, name, schema=schema, properties=props,
-                  collection=name, retry=False)
+        conn.call(
+            "create collection",
+            conn.client.create_collection,
+            name,
+            schema=schema,
+            properties=props,
+            collection=name,
+            retry=False,
+        )
         if full_text and not _describe(conn, name).full_text:
             self.drop()  # the 2.3 server silently drops the BM25 function and keeps an unusable sparse field
             raise UnsupportedFeatureError(
                 f"Milvus at {conn.shown} ({self.backend().server_version}) has no BM25 full-text functions: "
                 "create the collection without full_text, or use Milvus Lite or a server >= 2.5",
-                feature="full_text", uri=conn.shown)
+                feature="full_text",
+                uri=conn.shown,
+            )
         self._dim, self._index, self._inserted = dim, index, 0
 
-    def insert(self, rows: Iterable[ChunkRow], *, batch_size: int = 2000,
-               on_batch: Callable[[int], None] | None = None) -> int:
+    def insert(
+        self, rows: Iterable[ChunkRow], *, batch_size: int = 2000, on_batch: Callable[[int], None] | None = None
+    ) -> int:
         """Insert in batches (by rows and by bytes), calling ``on_batch(n_rows)`` after each; returns the total."""
         conn = self._conn
         dim = self._dim if self._dim is not None else _describe(conn, self.collection).dim
@@ -526,17 +643,27 @@ class MilvusStore(PortBase):
         tolist = getattr(row.vector, "tolist", None)
         vector = tolist() if callable(tolist) else [float(x) for x in row.vector]
         if len(vector) != dim:
-            raise DimensionMismatchError(f"row {row.vector_id} has a {len(vector)}-d vector but collection "
-                                         f"{self.collection!r} holds {dim}-d ones: embed with one model",
-                                         uri=self._conn.shown)
-        texts = {"doc_id": row.doc_id or MISSING_STR, "content": row.content, "title": row.title or MISSING_STR,
-                 "source": row.source or MISSING_STR, "category": row.category or MISSING_STR}
+            raise DimensionMismatchError(
+                f"row {row.vector_id} has a {len(vector)}-d vector but collection "
+                f"{self.collection!r} holds {dim}-d ones: embed with one model",
+                uri=self._conn.shown,
+            )
+        texts = {
+            "doc_id": row.doc_id or MISSING_STR,
+            "content": row.content,
+            "title": row.title or MISSING_STR,
+            "source": row.source or MISSING_STR,
+            "category": row.category or MISSING_STR,
+        }
         nbytes = dim * 4 + 64
         for fname, text in texts.items():
             size = len(text.encode("utf-8"))
             if size > MAX_VARCHAR_BYTES:
-                raise SearchRequestError(f"row {row.vector_id}: {fname} is {size:,} bytes, over Milvus's "
-                                         f"{MAX_VARCHAR_BYTES:,}: chunk the document smaller", uri=self._conn.shown)
+                raise SearchRequestError(
+                    f"row {row.vector_id}: {fname} is {size:,} bytes, over Milvus's "
+                    f"{MAX_VARCHAR_BYTES:,}: chunk the document smaller",
+                    uri=self._conn.shown,
+                )
             nbytes += size
         record: dict[str, Any] = {"vector_id": int(row.vector_id), VECTOR_FIELD: vector, **texts}
         for fname, value in (("chunk_index", row.chunk_index), ("char_start", row.start), ("char_end", row.end)):
@@ -551,13 +678,19 @@ class MilvusStore(PortBase):
         index = self._index or _stored_index(coll)
         if coll.index_type is None:
             params = _pymilvus().MilvusClient.prepare_index_params()
-            params.add_index(VECTOR_FIELD, index_type=index.index_type, metric_type=index.metric,
-                             params=dict(index.build_params))
+            params.add_index(
+                VECTOR_FIELD, index_type=index.index_type, metric_type=index.metric, params=dict(index.build_params)
+            )
             if coll.full_text:
                 params.add_index(SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
             # create_index needs an int timeout: a float one never fires
-            conn.call("create index", lambda timeout: conn.client.create_index(name, params, timeout=int(timeout)),
-                      collection=name, budget=max(conn.call_timeout, 600.0), retry=False)
+            conn.call(
+                "create index",
+                lambda timeout: conn.client.create_index(name, params, timeout=int(timeout)),
+                collection=name,
+                budget=max(conn.call_timeout, 600.0),
+                retry=False,
+            )
         _ensure_loaded(conn, name, load=True)
         self._wait_visible()
 
@@ -574,7 +707,8 @@ class MilvusStore(PortBase):
                 raise SearchUnavailableError(
                     f"Milvus at {conn.shown} shows {bounded:,} of {max(strong, self._inserted):,} rows of "
                     f"{name!r} after {_VISIBLE_WAIT_S:g} s: check the server's health, then finalize again",
-                    uri=conn.shown)
+                    uri=conn.shown,
+                )
             time.sleep(0.2)
 
     def count(self) -> int:
@@ -626,13 +760,22 @@ class MilvusSearch(PortBase):
     ...     hits = port.search(KnowledgeSearchRequest(query="replication lag", top_k=10))
     """
 
-    def __init__(self, uri: str, collection: str, encoder: Encoder, *, index: IndexSpec | None = None,
-                 token_env: str = DEFAULT_TOKEN_ENV, timeout: float = DEFAULT_TIMEOUT, retries: int = 3,
-                 call_timeout: float = DEFAULT_CALL_TIMEOUT, load: bool = True) -> None:
+    def __init__(
+        self,
+        uri: str,
+        collection: str,
+        encoder: Encoder,
+        *,
+        index: IndexSpec | None = None,
+        token_env: str = DEFAULT_TOKEN_ENV,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = 3,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        load: bool = True,
+    ) -> None:
         self.collection = collection
         self._encoder = encoder
-        self._conn = _Connection(uri, token_env=token_env, timeout=timeout, retries=retries,
-                                 call_timeout=call_timeout)
+        self._conn = _Connection(uri, token_env=token_env, timeout=timeout, retries=retries, call_timeout=call_timeout)
         try:
             self._coll = _describe(self._conn, collection)
             self._index = index if index is not None else _stored_index(self._coll)
@@ -648,14 +791,22 @@ class MilvusSearch(PortBase):
     def _check_index(self) -> None:
         coll, spec = self._coll, self._index
         if coll.index_type is None:
-            raise CollectionNotLoadedError(f"collection {coll.name!r} in Milvus at {self._conn.shown} has no "
-                                           "index: finish ingest (finalize) first", collection=coll.name,
-                                           uri=self._conn.shown)
+            raise CollectionNotLoadedError(
+                f"collection {coll.name!r} in Milvus at {self._conn.shown} has no "
+                "index: finish ingest (finalize) first",
+                collection=coll.name,
+                uri=self._conn.shown,
+            )
         problems = [
-            ConfigProblem(key=f"index.{attr}", message=f"collection {coll.name!r} was built with {built}, not "
-                          f"{wanted}: use the index of the ingest manifest")
-            for attr, built, wanted in (("metric", coll.metric, spec.metric), ("index_type", coll.index_type,
-                                                                              spec.index_type))
+            ConfigProblem(
+                key=f"index.{attr}",
+                message=f"collection {coll.name!r} was built with {built}, not "
+                f"{wanted}: use the index of the ingest manifest",
+            )
+            for attr, built, wanted in (
+                ("metric", coll.metric, spec.metric),
+                ("index_type", coll.index_type, spec.index_type),
+            )
             if built is not None and str(built).upper() != wanted.upper() and wanted.upper() != "AUTOINDEX"
         ]
         if problems:
@@ -678,14 +829,16 @@ class MilvusSearch(PortBase):
         groups: dict[_GroupKey, list[int]] = {}
         for i, r in enumerate(requests):
             if r.top_k > MAX_TOPK:
-                raise SearchRequestError(f"top_k {r.top_k:,} is over Milvus's limit of {MAX_TOPK:,}: ask for fewer "
-                                         "hits", uri=self._conn.shown)
+                raise SearchRequestError(
+                    f"top_k {r.top_k:,} is over Milvus's limit of {MAX_TOPK:,}: ask for fewer hits",
+                    uri=self._conn.shown,
+                )
             size = r.group_size if r.mode is SearchMode.GROUPED else 1
             groups.setdefault((r.mode, r.top_k, r.category_filter, size), []).append(i)
         results: list[tuple[KnowledgeSearchHit, ...]] = [() for _ in requests]
         for key, positions in groups.items():
             for start in range(0, len(positions), MAX_NQ):
-                chunk = positions[start:start + MAX_NQ]
+                chunk = positions[start : start + MAX_NQ]
                 for pos, hits in zip(chunk, self._run(key, [requests[p].query for p in chunk]), strict=True):
                     results[pos] = hits
         return results
@@ -705,9 +858,18 @@ class MilvusSearch(PortBase):
             if mode is SearchMode.GROUPED:
                 extra.update(group_by_field="doc_id", group_size=group_size, strict_group_size=False)
             raw = self._conn.call(
-                "search", self._conn.client.search, self.collection, data=vectors, anns_field=VECTOR_FIELD,
-                limit=top_k, filter=expr, output_fields=list(OUTPUT_FIELDS), collection=self.collection,
-                search_params=_search_params(self._coll, self._index, top_k * group_size), **extra)
+                "search",
+                self._conn.client.search,
+                self.collection,
+                data=vectors,
+                anns_field=VECTOR_FIELD,
+                limit=top_k,
+                filter=expr,
+                output_fields=list(OUTPUT_FIELDS),
+                collection=self.collection,
+                search_params=_search_params(self._coll, self._index, top_k * group_size),
+                **extra,
+            )
         metric = self._coll.metric or self._index.metric
         channel = "rrf" if mode is SearchMode.HYBRID else "dense"
         out = []
@@ -722,16 +884,22 @@ class MilvusSearch(PortBase):
 
     def _encode(self, queries: list[str]) -> list[list[float]]:
         encoded = self._encoder(queries)
-        vectors = [v.tolist() if callable(getattr(v, "tolist", None)) else [float(x) for x in v]  # type: ignore[attr-defined]
-                   for v in encoded]
+        vectors = [
+            v.tolist() if callable(getattr(v, "tolist", None)) else [float(x) for x in v]  # type: ignore[attr-defined]
+            for v in encoded
+        ]
         if len(vectors) != len(queries):
-            raise DimensionMismatchError(f"the encoder returned {len(vectors)} vectors for {len(queries)} queries: "
-                                         "fix the encoder", uri=self._conn.shown)
+            raise DimensionMismatchError(
+                f"the encoder returned {len(vectors)} vectors for {len(queries)} queries: fix the encoder",
+                uri=self._conn.shown,
+            )
         for v in vectors:
             if len(v) != self._coll.dim:
                 raise DimensionMismatchError(
                     f"query vectors have dimension {len(v)} but collection {self.collection!r} holds "
-                    f"{self._coll.dim}-d vectors: embed queries with the model used at ingest", uri=self._conn.shown)
+                    f"{self._coll.dim}-d vectors: embed queries with the model used at ingest",
+                    uri=self._conn.shown,
+                )
         return vectors
 
     def _filter(self, category: str | None) -> tuple[str, dict[str, str] | None]:
@@ -747,8 +915,11 @@ class MilvusSearch(PortBase):
     def _check_category(self, hits: list[KnowledgeSearchHit], category: str | None) -> None:
         stray = [h.vector_id for h in hits if category is not None and h.category != category]
         if stray:
-            raise FilterError(f"Milvus at {self._conn.shown} returned rows {stray[:5]} outside the category filter "
-                              f"{category!r}: report this backend as unsafe for filtering", uri=self._conn.shown)
+            raise FilterError(
+                f"Milvus at {self._conn.shown} returned rows {stray[:5]} outside the category filter "
+                f"{category!r}: report this backend as unsafe for filtering",
+                uri=self._conn.shown,
+            )
 
     def _check_grouped(self, hits: list[KnowledgeSearchHit], group_size: int) -> None:
         per_doc = Counter(h.doc_id for h in hits)
@@ -756,16 +927,36 @@ class MilvusSearch(PortBase):
             self._grouping = False
             raise UnsupportedFeatureError(self._grouping_refusal(), feature="grouping", uri=self._conn.shown)
 
-    def _hybrid_search(self, vectors: list[list[float]], queries: list[str], top_k: int, expr: str,
-                       params: dict[str, str] | None) -> Any:
+    def _hybrid_search(
+        self, vectors: list[list[float]], queries: list[str], top_k: int, expr: str, params: dict[str, str] | None
+    ) -> Any:
         pm = _pymilvus()
-        dense = pm.AnnSearchRequest(data=vectors, anns_field=VECTOR_FIELD, limit=top_k, expr=expr or None,
-                                    expr_params=params, param=_search_params(self._coll, self._index, top_k))
-        sparse = pm.AnnSearchRequest(data=queries, anns_field=SPARSE_FIELD, param={"metric_type": "BM25"},
-                                     limit=top_k, expr=expr or None, expr_params=params)
-        return self._conn.call("hybrid search", self._conn.client.hybrid_search, self.collection, [dense, sparse],
-                               pm.RRFRanker(60), limit=top_k, output_fields=list(OUTPUT_FIELDS),
-                               collection=self.collection)
+        dense = pm.AnnSearchRequest(
+            data=vectors,
+            anns_field=VECTOR_FIELD,
+            limit=top_k,
+            expr=expr or None,
+            expr_params=params,
+            param=_search_params(self._coll, self._index, top_k),
+        )
+        sparse = pm.AnnSearchRequest(
+            data=queries,
+            anns_field=SPARSE_FIELD,
+            param={"metric_type": "BM25"},
+            limit=top_k,
+            expr=expr or None,
+            expr_params=params,
+        )
+        return self._conn.call(
+            "hybrid search",
+            self._conn.client.hybrid_search,
+            self.collection,
+            [dense, sparse],
+            pm.RRFRanker(60),
+            limit=top_k,
+            output_fields=list(OUTPUT_FIELDS),
+            collection=self.collection,
+        )
 
     def _grouping_honoured(self) -> bool:
         if self._grouping is None:
@@ -778,13 +969,19 @@ class MilvusSearch(PortBase):
         return self._hybrid_rpc and self._coll.full_text
 
     def _grouping_refusal(self) -> str:
-        return (f"Milvus at {self._conn.shown} ignores grouping search (group_by_field) and would return "
-                "ungrouped hits: use mode 'dense' with the client-side per-document cap, or Milvus Lite / a "
-                "server >= 2.4")
+        return (
+            f"Milvus at {self._conn.shown} ignores grouping search (group_by_field) and would return "
+            "ungrouped hits: use mode 'dense' with the client-side per-document cap, or Milvus Lite / a "
+            "server >= 2.4"
+        )
 
     def _hybrid_refusal(self) -> str:
         if not self._hybrid_rpc:
-            return (f"Milvus at {self._conn.shown} has no hybrid search (BM25 full text + RRF): use mode 'dense', "
-                    "or Milvus Lite / a server >= 2.5")
-        return (f"collection {self.collection!r} has no BM25 full-text field: re-ingest it with full_text=True "
-                "(Milvus Lite or a server >= 2.5), or use mode 'dense'")
+            return (
+                f"Milvus at {self._conn.shown} has no hybrid search (BM25 full text + RRF): use mode 'dense', "
+                "or Milvus Lite / a server >= 2.5"
+            )
+        return (
+            f"collection {self.collection!r} has no BM25 full-text field: re-ingest it with full_text=True "
+            "(Milvus Lite or a server >= 2.5), or use mode 'dense'"
+        )
