@@ -234,3 +234,34 @@ def _mean(values: Iterable[float] | pd.Series) -> float:
 
 def _ratio(num: int, den: int) -> float:
     return num / den if den else math.nan
+
+
+def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The per-config metrics as one table: a row per config, a column per measure.
+
+    Standard measures are named as ir_measures names them, prefixed by level
+    (``chunk:nDCG@5``, ``doc:R@10``); latency columns are ``latency:<stage>:<statistic>``
+    in microseconds.
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for name, cfg in summary_configs.items():
+        row: dict[str, Any] = {}
+        for key, value in cfg.items():
+            if key in ("chunk", "doc"):
+                row.update({f"{key}:{m}": v for m, v in value.items()})
+            elif key == "payload":
+                row.update({f"payload:{m}": v for m, v in value.items()})
+            elif key == "latency_us":
+                row.update(
+                    {f"latency:{stage}:{stat}": v for stage, stats in value.items() for stat, v in stats.items()}
+                )
+            elif key == "stage_losses":
+                row.update({f"lost:{stage}": n for stage, n in value.items()})
+            elif key != "cap_violations":
+                row[key] = value
+        rows[name] = row
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    lost = [c for c in frame.columns if c.startswith("lost:")]
+    frame[lost] = frame[lost].fillna(0).astype(int)
+    frame.index.name = "config"
+    return frame

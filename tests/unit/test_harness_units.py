@@ -19,7 +19,7 @@ from rag_eval.harness.ingest import IngestRow, plan_rows
 from rag_eval.harness.replay import Replayer
 from rag_eval.harness.rows import Truth, rows_to_table
 from rag_eval.harness.store import RunStore
-from rag_eval.metrics.measures import per_query_frame, standard_measures, summarize
+from rag_eval.metrics.measures import per_query_frame, standard_measures, summarize, summary_frame
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from tests.conftest import ROOT, SHIPPED
 
@@ -241,6 +241,9 @@ def test_summary_measures_on_a_worked_example(tmp_path: Path) -> None:
     assert c["stage_losses"] == {"cap": 1}
     assert len(frame) == 1
     assert rows_to_table(table.to_dict("records")).num_rows == 1
+    wide = summary_frame(summary)
+    assert wide.loc["c", "chunk:P@3"] == pytest.approx(2 / 3) and wide.loc["c", "lost:cap"] == 1
+    assert "latency:search:p95" in wide.columns and "cap_violations" not in wide.columns
 
 
 def test_standard_measures_edge_cases() -> None:
