@@ -39,7 +39,7 @@ from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
 from rag_eval.harness.replay import Replayer, batches
 from rag_eval.harness.rows import Truth
-from rag_eval.harness.store import RunStore
+from rag_eval.harness.store import RunStore, atomic_write_text
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.search.milvus import MilvusSearch, MilvusStore
@@ -362,7 +362,7 @@ def run_experiment(
     table = store.read_parts()
     frame = table.to_pandas()
     configs = config_rows(exp)
-    summary_configs, measures = summarize(frame, configs=configs, cutoffs=exp.cutoffs)
+    summary_configs, _ = summarize(frame, configs=configs, cutoffs=exp.cutoffs)
     finished = dt.datetime.now(dt.UTC)
     manifest = {
         "rag_eval_version": _package_version("rag-eval"),
@@ -438,12 +438,9 @@ def run_experiment(
     store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
     store.write_json("summary.json", summary)
     report = store.dir / "report.md"
-    from rag_eval.harness.store import atomic_write_text
-
     atomic_write_text(report, render_markdown(summary, manifest))
     store.write_json("manifest.json", _json_safe(manifest))
     store.finish()
-    del measures
     return RunResult(out=store.dir, summary=summary, report=report, resumed_batches=len(done))
 
 
