@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import json
 import math
 import os
 import platform
@@ -179,14 +178,12 @@ def embed_dataset(
     chunk_file, query_file = vector_files(root / "vectors", chunker)
     chunk_texts = [c.content for c in corpus.chunks]
     query_texts = normalized_queries(dataset)
-    written = 0
     for path, texts, kind in ((chunk_file, chunk_texts, "chunks"), (query_file, query_texts, "queries")):
         vectors = resolver.resolve(texts, progress=prog.factory(f"embedding {kind}", len(resolver.missing(texts))))
         meta = {"model_id": spec.model_id, "kind": kind, "dataset_checksum": dataset.checksum}
         if kind == "chunks":
             meta["chunker"] = chunker
         VectorFile.write(path, texts, vectors.astype(np.float32), meta)
-        written += len(texts)
     return chunk_file, query_file, resolver.embedded
 
 
@@ -500,7 +497,3 @@ def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     for s in losses:
         rows.append((f"lost: {s}", [str(configs[n]["stage_losses"].get(s, 0)) for n in names]))
     return rows
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(_json_safe(obj), indent=2)

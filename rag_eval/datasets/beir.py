@@ -352,11 +352,3 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
         spans=tuple(spans) if spans is not None else None,
         checksum=digest.hexdigest(),
     )
-
-
-def load_trec_qrels_file(path: str | Path, dataset: Dataset) -> tuple[Qrel, ...]:
-    """Read a separate TREC qrels file against a loaded data set's ids."""
-    problems = _Problems()
-    out = read_trec_qrels(Path(path), hashlib.sha256(), problems, dataset.documents, dataset.queries)
-    problems.raise_if_any()
-    return tuple(out)

@@ -33,10 +33,6 @@ class ChunkedCorpus:
     chunker_spec: str
     chunks: tuple[Chunk, ...]  # in document order, then chunk order
 
-    @property
-    def by_key(self) -> dict[str, Chunk]:
-        return {c.key: c for c in self.chunks}
-
     def by_doc(self) -> dict[str, list[Chunk]]:
         out: dict[str, list[Chunk]] = {}
         for c in self.chunks:

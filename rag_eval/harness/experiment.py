@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -194,6 +195,7 @@ def _slug(text: str) -> str:
 
 # -- parsing ----------------------------------------------------------------------------------
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 _TOP_KEYS = {"experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing"}
 
 
@@ -414,8 +416,8 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
         props = r.get("properties", str)
         inline = r.get("rag", Mapping)
         r.finish()
-        if not name:
-            problems.append(ConfigProblem(f"{prefix}.name", "required"))
+        if not name or not _SAFE_NAME.fullmatch(name):
+            problems.append(ConfigProblem(f"{prefix}.name", f"required; letters, digits, '.', '_', '-' only: {name!r}"))
             continue
         prefix = f"configs.{name}"
         try:
@@ -444,7 +446,7 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
 def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
     """``NAME=FILE.properties`` or ``NAME=FILE.properties:MODE`` from the command line."""
     name, eq, rest = value.partition("=")
-    if not eq or not name or not rest:
+    if not eq or not _SAFE_NAME.fullmatch(name) or not rest:
         raise ConfigError([ConfigProblem("--config", f"expected NAME=FILE[.properties][:MODE], got {value!r}")])
     path, _, mode_raw = rest.partition(":") if not Path(rest).exists() else (rest, "", "")
     try:

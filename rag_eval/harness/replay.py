@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from rag_eval.core.lookup import Pipeline
@@ -85,7 +86,7 @@ class Replayer:
         store: RunStore,
         *,
         batch_size: int,
-        skip: set[int] = frozenset(),  # type: ignore[assignment]
+        skip: AbstractSet[int] = frozenset(),
     ) -> int:
         """Replay ``queries`` ((id, text) pairs) in batches; returns the batches run now."""
         ran = 0

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunStoreError
 from rag_eval.embed.store import write_atomic as atomic_write_parquet
-from rag_eval.harness.rows import SCHEMA
+from rag_eval.harness.rows import SCHEMA, rows_to_table
 
 STATE_FILE = "state.json"
 PARTS = ".parts"
@@ -103,9 +103,7 @@ class RunStore:
 
     def write_batch(self, number: int, rows: list[dict[str, Any]]) -> None:
         try:
-            atomic_write_parquet(
-                self.parts_dir / f"batch-{number:05d}.parquet", pa.Table.from_pylist(rows, schema=SCHEMA)
-            )
+            atomic_write_parquet(self.parts_dir / f"batch-{number:05d}.parquet", rows_to_table(rows))
         except OSError as exc:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
 
@@ -160,7 +158,7 @@ class RunStore:
         runs = self.dir / "runs"
         if not runs.is_dir():
             return
-        keep_set = set(keep)
+        keep_files = {f"{name}{suffix}.trec" for name in keep for suffix in ("", ".docs")}
         for f in runs.glob("*.trec"):
-            if f.name.split(".")[0] not in keep_set:
+            if f.name not in keep_files:
                 f.unlink()

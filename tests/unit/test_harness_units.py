@@ -275,3 +275,17 @@ def test_duplicates_by_key_and_by_content() -> None:
     frame = per_query_frame(table, [5], {"c": 2})
     assert (frame.loc[0, "dup_keys"], frame.loc[0, "dup_content"]) == (1, 1)
     assert (frame.loc[0, "raw_dup_keys"], frame.loc[0, "raw_dup_content"]) == (0, 1)
+
+
+def test_stale_run_files_are_removed_by_whole_name(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for name in ("evidence.v2.trec", "evidence.v2.docs.trec", "evidence.trec", "old.trec", "old.docs.trec"):
+        (tmp_path / "runs" / name).write_text("")
+    store.remove_stale_runs(["evidence.v2"])
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["evidence.v2.docs.trec", "evidence.v2.trec"]
+
+
+def test_config_names_must_be_safe_file_names(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="configs\\[0\\].name"):
+        load_experiment(write(tmp_path, "[dataset]\npath = '.'\n[[configs]]\nname = '../x'\n"))
