@@ -287,5 +287,5 @@ def test_stale_run_files_are_removed_by_whole_name(tmp_path: Path) -> None:
 
 
 def test_config_names_must_be_safe_file_names(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="configs\\[0\\].name"):
+    with pytest.raises(ConfigError, match=r"configs\[0\]\.name"):
         load_experiment(write(tmp_path, "[dataset]\npath = '.'\n[[configs]]\nname = '../x'\n"))
