@@ -39,6 +39,7 @@ from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, 
 from rag_eval.harness.replay import Replayer, batches
 from rag_eval.harness.rows import Truth
 from rag_eval.harness.store import RunStore, atomic_write_text
+from rag_eval.harness.whatif import WHAT_IF_NOTES
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.search.milvus import MilvusSearch, MilvusStore
@@ -258,16 +259,20 @@ def config_rows(exp: Experiment) -> list[dict[str, Any]]:
     out = []
     for spec in exp.configs:
         c = spec.config
-        legacy = c.pipeline is PipelineKind.LEGACY
+        legacy = c.pipeline.is_legacy
+        cap, cap_source = exp.checked_cap(spec)
         out.append(
             {
                 "name": spec.name,
                 "baseline": spec.name == exp.baseline,
                 "mode": spec.mode.value,
                 "pipeline": c.pipeline.value,
+                "models": pipeline_note(spec),
+                "what_if": spec.what_if,
                 "retrieve_k": c.retrieve_k,
                 "return_n": c.return_n,
-                "cap": c.max_chunks_per_document,
+                "cap": cap,
+                "cap_source": cap_source,
                 "cap_aware": None if legacy else c.max_chunks_per_document,
                 "hash": spec.config_hash(),
                 "origin": spec.origin,
@@ -275,6 +280,20 @@ def config_rows(exp: Experiment) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+PIPELINE_NOTES = {
+    PipelineKind.EVIDENCE: "D1-D5: chunk-scoped evidence keys, dedup by key, per-document cap, retrieve-k/return-n",
+    PipelineKind.LEGACY_MERGE: "legacy that merges every retrieved chunk of a source into one block (no cap)",
+    PipelineKind.LEGACY_FIRST: "legacy that keeps a source's top-scored chunk and drops its other chunks as duplicates",
+}
+
+
+def pipeline_note(spec: Any) -> str:
+    """One line saying which behaviour a config models."""
+    if spec.what_if is not None:
+        return WHAT_IF_NOTES[spec.what_if]
+    return PIPELINE_NOTES[spec.config.pipeline]
 
 
 def _preflight(exp: Experiment, port: MilvusSearch) -> None:
@@ -441,6 +460,13 @@ def run_experiment(
     return RunResult(out=store.dir, summary=summary, report=report, resumed_batches=len(done))
 
 
+def _cap_label(cfg: dict[str, Any]) -> str:
+    cap = cfg.get("cap_checked")
+    if cap is None:
+        return "none"
+    return str(cap) if cfg.get("cap_checked_source") == "config" else f"{cap} (production)"
+
+
 def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """(measure, values per config) for printing."""
     configs = summary["configs"]
@@ -458,6 +484,8 @@ def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
         ("  (query, doc) pairs", [fmt(configs[n]["same_doc_pairs"]) for n in names]),
         ("duplicate rate (key)", [fmt(configs[n]["duplicate_rate"], True) for n in names]),
         ("duplicate rate (content)", [fmt(configs[n]["content_duplicate_rate"], True) for n in names]),
+        ("  re-ingested copies", [fmt(configs[n]["content_duplicate_rate_copies"], True) for n in names]),
+        ("  same text, other chunk", [fmt(configs[n]["content_duplicate_rate_same_text"], True) for n in names]),
         (
             "raw hits dup (key/content)",
             [
@@ -466,7 +494,9 @@ def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
             ],
         ),
         ("chunk refs 1:1 (EvidenceGuard)", [fmt(configs[n]["evidence_guard_1to1"], True) for n in names]),
-        ("cap compliance", [fmt(configs[n]["cap_compliance"], True) for n in names]),
+        ("cap checked against", [_cap_label(configs[n]) for n in names]),
+        ("cap compliance (stored doc id)", [fmt(configs[n]["cap_compliance"], True) for n in names]),
+        ("cap compliance (true document)", [fmt(configs[n]["cap_compliance_true"], True) for n in names]),
         ("return-n compliance", [fmt(configs[n]["return_n_compliance"], True) for n in names]),
     ]
     for m in (f"nDCG@{k}", f"R@{k}", f"P@{k}", "RR", f"Success@{k}"):

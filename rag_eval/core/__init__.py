@@ -12,6 +12,7 @@ from rag_eval.core.packing import EvidencePacker, LegacyPacker, RagResult, RagRe
 from rag_eval.core.ports import BatchKnowledgeSearchPort, KnowledgeSearchPort
 from rag_eval.core.postprocess import (
     EvidencePostProcessor,
+    LegacyFirstPostProcessor,
     LegacyPostProcessor,
     PostProcessOutcome,
     SelectedEvidence,
@@ -46,6 +47,7 @@ __all__ = [
     "KnowledgeSearchHit",
     "KnowledgeSearchPort",
     "KnowledgeSearchRequest",
+    "LegacyFirstPostProcessor",
     "LegacyPacker",
     "LegacyPostProcessor",
     "LookupKnowledge",

@@ -36,14 +36,40 @@ class PipelineKind(enum.StrEnum):
     """Which post-processing the pipeline runs.
 
     ``evidence`` is the design (D1-D5): chunk-scoped evidence keys, dedup by key,
-    per-document cap, retrieve-k/return-n. ``legacy`` is what it replaces:
-    document-level identity (``document_id = source``; the chunks of one document
-    merged into one content block) and one width, ``rag.top-k``, for retrieval and
-    return.
+    per-document cap, retrieve-k/return-n. The two legacy pipelines are the behaviours
+    it replaces, both with document-level identity (``document_id = source``) and one
+    width, ``rag.top-k``, for retrieval and return:
+
+    ``legacy-merge``  every chunk of a source is merged into that source's one block
+    ``legacy-first``  the design's duplicate rule applied to document identity: the
+                      top-scored chunk of a source keeps its content, the others are
+                      dropped as duplicates (their hit reasons merged)
+
+    ``legacy`` is accepted as a name for ``legacy-merge`` (:data:`LEGACY_ALIAS`).
     """
 
     EVIDENCE = "evidence"
-    LEGACY = "legacy"
+    LEGACY_MERGE = "legacy-merge"
+    LEGACY_FIRST = "legacy-first"
+
+    @property
+    def is_legacy(self) -> bool:
+        return self is not PipelineKind.EVIDENCE
+
+
+# ``rag.pipeline=legacy`` keeps meaning what it meant before there were two legacy pipelines
+LEGACY_ALIAS: dict[str, PipelineKind] = {"legacy": PipelineKind.LEGACY_MERGE}
+
+
+def parse_pipeline(text: str) -> PipelineKind:
+    """``evidence``, ``legacy-merge``, ``legacy-first``, or the alias ``legacy`` (= ``legacy-merge``).
+
+    >>> parse_pipeline("legacy").value
+    'legacy-merge'
+    """
+    if text in LEGACY_ALIAS:
+        return LEGACY_ALIAS[text]
+    return PipelineKind(text)
 
 
 # property key -> (field name, kind)
@@ -116,21 +142,19 @@ class RagConfig:
         pipeline = PipelineKind.EVIDENCE
         if "pipeline" in strs:
             try:
-                pipeline = PipelineKind(strs["pipeline"])
+                pipeline = parse_pipeline(strs["pipeline"])
             except ValueError:
-                problems.append(
-                    ConfigProblem(
-                        "rag.pipeline",
-                        f"{strs['pipeline']!r} is not one of {', '.join(k.value for k in PipelineKind)}",
-                    )
-                )
+                known = ", ".join([*(k.value for k in PipelineKind), *LEGACY_ALIAS])
+                problems.append(ConfigProblem("rag.pipeline", f"{strs['pipeline']!r} is not one of {known}"))
 
         top_k = ints.get("top_k")
-        if pipeline is PipelineKind.LEGACY:
+        if pipeline.is_legacy:
             # one width for both; retrieve-k/return-n cannot both be honoured by legacy
             for key in ("rag.retrieve-k", "rag.return-n", "rag.max-chunks-per-document"):
                 if _INT_KEYS[key] in ints:
-                    problems.append(ConfigProblem(key, "not used by rag.pipeline=legacy (one width: set rag.top-k)"))
+                    problems.append(
+                        ConfigProblem(key, f"not used by rag.pipeline={pipeline.value} (one width: set rag.top-k)")
+                    )
             width = top_k if top_k is not None else DEFAULT_RETURN_N
             retrieve_k = return_n = width
         else:

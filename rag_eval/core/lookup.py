@@ -25,13 +25,18 @@ the search around it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from rag_eval.core.config import PipelineKind, RagConfig
 from rag_eval.core.packing import EvidencePacker, LegacyPacker, RagResult, RagResultAssembler
 from rag_eval.core.ports import KnowledgeSearchPort
-from rag_eval.core.postprocess import EvidencePostProcessor, LegacyPostProcessor, PostProcessOutcome
+from rag_eval.core.postprocess import (
+    EvidencePostProcessor,
+    LegacyFirstPostProcessor,
+    LegacyPostProcessor,
+    PostProcessOutcome,
+)
 from rag_eval.core.projector import ProjectedPayload, RagResultProjector
 from rag_eval.core.transform import KnowledgeQueryTransformer, QueryHints
 from rag_eval.core.types import (
@@ -41,6 +46,8 @@ from rag_eval.core.types import (
     SearchMode,
     to_candidates,
 )
+
+PostProcessor = Callable[[Iterable[RetrievedEvidenceCandidate]], PostProcessOutcome]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,22 +80,30 @@ class LookupRecord:
 @dataclass(frozen=True, slots=True)
 class Pipeline:
     """Post-search part of the flow for one config: candidates -> post-process -> pack ->
-    assemble -> project. Chooses the evidence (D1-D5) or legacy components from
-    ``config.pipeline``."""
+    assemble -> project. Chooses the evidence (D1-D5) or a legacy pipeline's components
+    from ``config.pipeline``. ``postprocess`` replaces the post-processor the config
+    would choose (an evaluation "what if"; production never sets it).
+    """
 
     config: RagConfig
+    postprocess: PostProcessor | None = None
 
     @property
-    def postprocessor(self) -> EvidencePostProcessor | LegacyPostProcessor:
-        if self.config.pipeline is PipelineKind.LEGACY:
+    def postprocessor(self) -> PostProcessor:
+        if self.postprocess is not None:
+            return self.postprocess
+        kind = self.config.pipeline
+        if kind is PipelineKind.LEGACY_MERGE:
             return LegacyPostProcessor(top_k=self.config.return_n)
+        if kind is PipelineKind.LEGACY_FIRST:
+            return LegacyFirstPostProcessor(top_k=self.config.return_n)
         return EvidencePostProcessor(
             return_n=self.config.return_n, max_chunks_per_document=self.config.max_chunks_per_document
         )
 
     @property
     def packer(self) -> EvidencePacker | LegacyPacker:
-        return LegacyPacker() if self.config.pipeline is PipelineKind.LEGACY else EvidencePacker()
+        return LegacyPacker() if self.config.pipeline is PipelineKind.LEGACY_MERGE else EvidencePacker()
 
     @property
     def projector(self) -> RagResultProjector:

@@ -1,8 +1,9 @@
 """Pack selected evidence into EvidenceBlocks, and assemble the lookup's RagResult.
 
-The evidence packer makes one block per evidence key with the primary's content (D2:
-different chunks of one document are never merged). The legacy packer joins the
-contents of every chunk of a document into one block, as the replaced behaviour did.
+The evidence packer makes one block per selection with the primary's content (D2:
+different chunks of one document are never merged); ``legacy-first`` uses it too, its
+blocks keyed by document. The legacy packer joins the contents of every chunk of a
+document into one block, as ``legacy-merge`` did.
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ def _block(sel: SelectedEvidence, position: int, content: str, members: tuple[Me
 
 @dataclass(frozen=True, slots=True)
 class EvidencePacker:
-    """One block per selected evidence key, content of the first after sorting."""
+    """One block per selection, content of the first after sorting; its one member is
+    that candidate's evidence key (the block key too, in the evidence pipeline)."""
 
     def pack(self, selected: Iterable[SelectedEvidence]) -> tuple[EvidenceBlock, ...]:
         out = []
         for pos, sel in enumerate(selected, start=1):
             content = sel.primary.hit.content
-            out.append(_block(sel, pos, content, (MemberSpan(key=sel.key, start=0, end=len(content)),)))
+            out.append(_block(sel, pos, content, (MemberSpan(key=sel.primary.key, start=0, end=len(content)),)))
         return tuple(out)
 
 

@@ -44,9 +44,11 @@ from typing import Any
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.lookup import PostProcessor
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 from rag_eval.embed.embedders import DEFAULT_MODEL
+from rag_eval.harness.whatif import WHAT_IFS
 from rag_eval.search.milvus_schema import IndexSpec, redact_uri
 
 DEFAULT_LITE_DIR = Path("reports/milvus")
@@ -86,16 +88,28 @@ PROFILES: Mapping[str, IngestProfile] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigSpec:
-    """One named pipeline config of an experiment and how it searches."""
+    """One named pipeline config of an experiment and how it searches.
+
+    ``what_if`` names an evaluation-only post-processor (:data:`WHAT_IFS`) that replaces
+    the one the config would choose; production configs leave it unset.
+    """
 
     name: str
     config: RagConfig
     mode: SearchMode = SearchMode.DENSE
     origin: str = "inline"  # the .properties path, or "inline"
+    what_if: str | None = None
 
     def config_hash(self) -> str:
-        payload = json.dumps({"rag": self.config.as_properties(), "mode": self.mode.value}, sort_keys=True)
+        body: dict[str, Any] = {"rag": self.config.as_properties(), "mode": self.mode.value}
+        if self.what_if is not None:
+            body["what_if"] = self.what_if
+        payload = json.dumps(body, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def postprocessor(self) -> PostProcessor | None:
+        """The what-if post-processor, or None for the config's own pipeline."""
+        return None if self.what_if is None else WHAT_IFS[self.what_if](self.config)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,10 +136,29 @@ class Experiment:
     warmup: int = 5
     batch_size: int = 64
     query_limit: int | None = None
+    production_cap: int | None = None  # the cap legacy configs are checked against; None: the evidence configs'
 
     @property
     def baseline_spec(self) -> ConfigSpec:
         return next(c for c in self.configs if c.name == self.baseline)
+
+    def checked_cap(self, spec: ConfigSpec) -> tuple[int | None, str]:
+        """The per-document cap ``spec``'s delivery is checked against, and where it comes from.
+
+        An evidence config is checked against its own cap. A legacy pipeline has none, so it is
+        checked against the production cap: ``experiment.production_cap`` when set, else the
+        one cap the experiment's evidence configs share; (None, why) when there is none to use.
+        """
+        if not spec.config.pipeline.is_legacy:
+            return spec.config.max_chunks_per_document, "config"
+        if self.production_cap is not None:
+            return self.production_cap, "experiment.production_cap"
+        caps = sorted({c.config.max_chunks_per_document for c in self.configs if not c.config.pipeline.is_legacy})
+        if len(caps) == 1:
+            return caps[0], "the evidence configs' cap"
+        if not caps:
+            return None, "no cap to check against (no evidence config, no experiment.production_cap)"
+        return None, f"the evidence configs use caps {caps}: set experiment.production_cap"
 
     @property
     def resolved_uri(self) -> str:
@@ -153,6 +186,7 @@ class Experiment:
             "baseline": self.baseline,
             "batch_size": self.batch_size,
             "query_limit": self.query_limit,
+            "production_cap": self.production_cap,
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -178,9 +212,11 @@ class Experiment:
                     "origin": c.origin,
                     "hash": c.config_hash(),
                     "rag": c.config.as_properties(),
+                    "what_if": c.what_if,
                 }
                 for c in self.configs
             ],
+            "production_cap": self.production_cap,
             "baseline": self.baseline,
             "cutoffs": list(self.cutoffs),
             "warmup": self.warmup,
@@ -257,7 +293,10 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     exp = sub("experiment")
     name = exp.get("name", str, "experiment")
     baseline = exp.get("baseline", str, "")
+    production_cap = exp.get("production_cap", int)
     exp.finish()
+    if production_cap is not None and production_cap < 1:
+        problems.append(ConfigProblem("experiment.production_cap", f"must be >= 1, got {production_cap}"))
 
     ds = sub("dataset")
     ds_path_raw = ds.get("path", str)
@@ -333,6 +372,7 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         problems.append(ConfigProblem("timing.batch_size", "must be >= 1"))
     if warmup is not None and warmup < 0:
         problems.append(ConfigProblem("timing.warmup", "must be >= 0"))
+    problems.extend(_cap_problems(configs, production_cap))
     if problems:
         raise ConfigError(problems, path=source)
 
@@ -359,7 +399,24 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         warmup=warmup,
         batch_size=batch_size,
         query_limit=query_limit,
+        production_cap=production_cap,
     )
+
+
+def _cap_problems(configs: Sequence[ConfigSpec], production_cap: int | None) -> list[ConfigProblem]:
+    """A legacy config must have a production cap to be checked against, never an implicit default."""
+    if production_cap is not None or not any(c.config.pipeline.is_legacy for c in configs):
+        return []
+    caps = sorted({c.config.max_chunks_per_document for c in configs if not c.config.pipeline.is_legacy})
+    if len(caps) > 1:
+        return [
+            ConfigProblem(
+                "experiment.production_cap",
+                f"legacy configs are checked against the production per-document cap, and the evidence configs "
+                f"use {caps}: set the one production runs",
+            )
+        ]
+    return []
 
 
 def _index(table: Mapping[str, Any], problems: list[ConfigProblem]) -> IndexSpec:
@@ -415,6 +472,7 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
         mode_raw = r.get("mode", str, "dense")
         props = r.get("properties", str)
         inline = r.get("rag", Mapping)
+        what_if = r.get("what_if", str)
         r.finish()
         if not name or not _SAFE_NAME.fullmatch(name):
             problems.append(ConfigProblem(f"{prefix}.name", f"required; letters, digits, '.', '_', '-' only: {name!r}"))
@@ -439,7 +497,16 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
             where = f"{prefix} ({err.path})" if err.path else f"{prefix}"
             problems.extend(ConfigProblem(f"{where}: {p.key}", p.message) for p in err.problems)
             continue
-        out.append(ConfigSpec(name=name, config=config, mode=mode, origin=origin))
+        if what_if is not None:
+            if what_if not in WHAT_IFS:
+                problems.append(
+                    ConfigProblem(f"{prefix}.what_if", f"{what_if!r} is not one of {', '.join(sorted(WHAT_IFS))}")
+                )
+                continue
+            if config.pipeline.is_legacy:
+                problems.append(ConfigProblem(f"{prefix}.what_if", "applies to the evidence pipeline only"))
+                continue
+        out.append(ConfigSpec(name=name, config=config, mode=mode, origin=origin, what_if=what_if))
     return out
 
 
@@ -508,6 +575,7 @@ def with_overrides(
         problems.append(ConfigProblem("--config", "no configs: give an experiment file or --config NAME=FILE"))
     elif new.configs and new.baseline not in {c.name for c in new.configs}:
         problems.append(ConfigProblem("--baseline", f"{new.baseline!r} is not a config name"))
+    problems.extend(_cap_problems(new.configs, new.production_cap))
     if problems:
         raise ConfigError(problems, path=exp.source)
     return new

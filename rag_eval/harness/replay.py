@@ -120,7 +120,7 @@ class Replayer:
         rows: list[dict[str, object]] = []
         for sig, specs in self.signatures.items():
             for spec in specs:
-                pipeline = Pipeline(spec.config)
+                pipeline = Pipeline(spec.config, spec.postprocessor())
                 for j, (index, qid, _) in enumerate(batch):
                     record = pipeline.process(hints[j], shared[sig][j], transform_ns=transform_ns[j])
                     rows.append(

@@ -6,6 +6,8 @@ were delivered, and for each relevant chunk that was not, the stage that lost it
 
 ``not_retrieved``             not among the config's retrieve-k hits
 ``dedup`` ``cap`` ``return_n`` dropped by post-processing (D2, D3, D4)
+``document_dedup``            dropped by ``legacy-first`` (another chunk of its document came first)
+``content_dedup``             dropped by the ``content-dedup`` what-if (same text as a kept block)
 ``projector_<budget>``        cut by a projector budget (blocks, excerpt_chars, total_chars, ...)
 
 Chunks are named by their true evidence key (``docId#chunk-i``) even when the row that
@@ -15,7 +17,6 @@ ingest plan says which chunk every vector id really is.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +26,16 @@ import pyarrow as pa
 from rag_eval.core.guard import EvidenceGuard
 from rag_eval.core.lookup import LookupRecord
 from rag_eval.core.postprocess import Stage
+from rag_eval.harness.content import content_sha
 from rag_eval.harness.ingest import IngestRow
 
-LOSS_STAGE = {Stage.DEDUP: "dedup", Stage.CAP: "cap", Stage.TRUNCATION: "return_n"}
+LOSS_STAGE = {
+    Stage.DEDUP: "dedup",
+    Stage.CAP: "cap",
+    Stage.TRUNCATION: "return_n",
+    Stage.DOCUMENT_DEDUP: "document_dedup",
+    Stage.CONTENT_DEDUP: "content_dedup",
+}
 
 _STR_LIST = pa.list_(pa.string())
 _INT_LIST = pa.list_(pa.int32())
@@ -84,12 +92,6 @@ SCHEMA = pa.schema(
     ]
 )
 LATENCY_COLUMNS = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us")
-
-
-def content_sha(text: str) -> str:
-    """Hash of the normalised text (case and whitespace folded): equal content, equal hash."""
-    normalised = " ".join(text.lower().split())
-    return hashlib.sha256(normalised.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from rag_eval.core.identity import key_kind
 
 
 def first_occurrences(items: Iterable[str]) -> list[str]:
@@ -91,21 +93,80 @@ def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, i
 
 def _duplicates(keys: Sequence[str], shas: Sequence[str]) -> tuple[int, int]:
     """(repeated keys, same content under a different key) among ``keys``, in order."""
+    dup_keys, dup_content = _content_duplicates(keys, shas)
+    return len(dup_keys), len(dup_content)
+
+
+def _content_duplicates(keys: Sequence[str], shas: Sequence[str]) -> tuple[list[int], list[tuple[int, int]]]:
+    """Positions of repeated keys, and (position, first position) of the same content under a
+    different key, among ``keys`` in order. The first position is the earliest item with that
+    content (the one the duplicate repeats)."""
     seen_keys: set[str] = set()
-    key_of_sha: dict[str, set[str]] = {}
-    dup_keys = dup_content = 0
-    for key, sha in zip(keys, shas, strict=True):
+    first_of_sha: dict[str, int] = {}
+    keys_of_sha: dict[str, set[str]] = {}
+    dup_keys: list[int] = []
+    dup_content: list[tuple[int, int]] = []
+    for i, (key, sha) in enumerate(zip(keys, shas, strict=True)):
         if key in seen_keys:
-            dup_keys += 1
-        elif sha in key_of_sha and key not in key_of_sha[sha]:
-            dup_content += 1
+            dup_keys.append(i)
+        elif sha in keys_of_sha and key not in keys_of_sha[sha]:
+            dup_content.append((i, first_of_sha[sha]))
         seen_keys.add(key)
-        key_of_sha.setdefault(sha, set()).add(key)
+        keys_of_sha.setdefault(sha, set()).add(key)
+        first_of_sha.setdefault(sha, i)
     return dup_keys, dup_content
 
 
-def per_query_frame(table: pd.DataFrame, cutoffs: Sequence[int], caps: Mapping[str, int | None]) -> pd.DataFrame:
-    """One row per (query, config) with every per-query measure (NaN where not defined)."""
+COPY = "re-ingested copy"
+SAME_TEXT = "same text, other chunk"
+
+
+def row_identity(key: str, stored_doc_id: str) -> str:
+    """What identity the row that carried a delivered chunk had, from its D1 key and stored doc id."""
+    kind = key_kind(key)
+    if kind == "chunk":
+        return "doc_id and chunk_index"
+    if kind == "rank":
+        return "no identity"
+    return "no doc_id" if not stored_doc_id else "no chunk_index"
+
+
+def content_duplicate_breakdown(row: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each delivered chunk whose normalised content was already delivered under another key:
+    its cause (``re-ingested copy``: the same true chunk through a second row; ``same text,
+    other chunk``: a different chunk with the same text, such as a page's v2 or boilerplate),
+    the D1 key kind of its row (``chunk``, ``vector``, ``rank``) and that row's identity."""
+    keys, chunks, docs = row["member_keys"], row["member_chunks"], row["member_doc_ids"]
+    out = []
+    for i, first in _content_duplicates(keys, row["member_content_sha"])[1]:
+        out.append(
+            {
+                "cause": COPY if chunks[i] == chunks[first] else SAME_TEXT,
+                "key_kind": key_kind(keys[i]),
+                "row_identity": row_identity(keys[i], docs[i]),
+            }
+        )
+    return out
+
+
+def true_document_counts(row: Mapping[str, Any]) -> Counter[str]:
+    """Delivered chunks per true document (every delivered chunk, copies included)."""
+    return Counter(doc_of(c) for c in row["member_chunks"] if not c.startswith("unknown:"))
+
+
+def per_query_frame(
+    table: pd.DataFrame,
+    cutoffs: Sequence[int],
+    caps: Mapping[str, int | None],
+    checked_caps: Mapping[str, int | None] | None = None,
+) -> pd.DataFrame:
+    """One row per (query, config) with every per-query measure (NaN where not defined).
+
+    ``caps``: the cap of the cap-aware recall per config (None: no cap); ``checked_caps``: the
+    cap delivery is checked against (``cap_ok`` by stored doc id, ``cap_ok_true`` by true
+    document; NaN where a config has none).
+    """
+    checked = checked_caps or {}
     records = []
     for raw in table.to_dict("records"):
         row: dict[str, Any] = {str(k): v for k, v in raw.items()}
@@ -124,13 +185,19 @@ def per_query_frame(table: pd.DataFrame, cutoffs: Sequence[int], caps: Mapping[s
         n_members = len(row["member_keys"])
         dk, dc = _duplicates(row["member_keys"], row["member_content_sha"])
         hk, hc = _duplicates(row["hit_keys"], row["hit_content_sha"])
+        causes = Counter(d["cause"] for d in content_duplicate_breakdown(row))
+        cap = checked.get(row["config"])
         rec.update(
             members=n_members,
             dup_keys=dk,
             dup_content=dc,
+            dup_content_copy=causes[COPY],
+            dup_content_same_text=causes[SAME_TEXT],
             hits=len(row["hit_keys"]),
             raw_dup_keys=hk,
             raw_dup_content=hc,
+            cap_ok=math.nan if cap is None else float(not _over_cap(_stored_counts(row), cap)),
+            cap_ok_true=math.nan if cap is None else float(not _over_cap(true_document_counts(row), cap)),
         )
         records.append(rec)
     return pd.DataFrame.from_records(records)
@@ -160,11 +227,12 @@ def summarize(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Metrics per config, and the per-query measures they were averaged from.
 
-    ``configs``: dicts with ``name``, ``cap`` (the D3 value cap compliance is checked
-    against), ``cap_aware`` (the cap of the cap-aware recall; None for no cap) and ``return_n``.
+    ``configs``: dicts with ``name``, ``cap`` (the cap compliance is checked against: the
+    config's D3 value, for legacy the production cap; None: not checked), ``cap_aware`` (the cap
+    of the cap-aware recall; None for no cap) and ``return_n``.
     """
     caps_aware = {c["name"]: c["cap_aware"] for c in configs}
-    measures = per_query_frame(table, cutoffs, caps_aware)
+    measures = per_query_frame(table, cutoffs, caps_aware, {c["name"]: c["cap"] for c in configs})
     out: dict[str, Any] = {}
     for cfg in configs:
         name = cfg["name"]
@@ -176,7 +244,11 @@ def summarize(
         pairs = [p for ps in m["_pairs"] for p in ps]
         members = int(m["members"].sum())
         hits = int(m["hits"].sum())
-        violations = _cap_violations(rows, cfg["cap"])
+        violations = _cap_violations(rows, cfg["cap"], _stored_counts)
+        true_violations = _cap_violations(rows, cfg["cap"], true_document_counts)
+        breakdown = [
+            d for r in rows.to_dict("records") for d in content_duplicate_breakdown({str(k): v for k, v in r.items()})
+        ]
         stage_losses = Counter(s for stages in rows["lost_stages"] for s in stages)
         latency = {
             col.removesuffix("_us"): latency_stats(rows[col])
@@ -193,9 +265,23 @@ def summarize(
             "content_duplicate_rate": _ratio(int(m["dup_content"].sum()), members),
             "raw_duplicate_rate": _ratio(int(m["raw_dup_keys"].sum()), hits),
             "raw_content_duplicate_rate": _ratio(int(m["raw_dup_content"].sum()), hits),
-            "cap_compliance": _ratio(len(rows) - len({v["query_id"] for v in violations}), len(rows)),
+            "content_duplicates": {
+                "total": len(breakdown),
+                **{
+                    f"by_{field}": dict(sorted(Counter(d[field] for d in breakdown).items()))
+                    for field in ("cause", "key_kind", "row_identity")
+                },
+            },
+            "content_duplicate_rate_copies": _ratio(sum(d["cause"] == COPY for d in breakdown), members),
+            "content_duplicate_rate_same_text": _ratio(sum(d["cause"] == SAME_TEXT for d in breakdown), members),
+            "cap_checked": cfg["cap"],
+            "cap_checked_source": cfg.get("cap_source", "config"),
+            "cap_compliance": _compliance(rows, violations, cfg["cap"]),
             "cap_violations": violations[:50],
             "n_cap_violations": len(violations),
+            "cap_compliance_true": _compliance(rows, true_violations, cfg["cap"]),
+            "true_cap_violations": true_violations[:50],
+            "n_true_cap_violations": len(true_violations),
             "evidence_guard_1to1": _ratio(
                 int(rows["guard_references"].sum() - rows["guard_violations"].sum()),
                 int(rows["guard_references"].sum()),
@@ -217,14 +303,34 @@ def summarize(
     return out, measures.drop(columns=["_pairs"])
 
 
-def _cap_violations(rows: pd.DataFrame, cap: int) -> list[dict[str, Any]]:
+def _stored_counts(row: Mapping[str, Any]) -> Counter[str]:
+    """Delivered chunks per doc id as stored (rows without one are not counted: D3 gives each its own bucket)."""
+    return Counter(d for d in row["member_doc_ids"] if d)
+
+
+def _over_cap(counts: Counter[str], cap: int) -> bool:
+    return any(n > cap for n in counts.values())
+
+
+def _cap_violations(
+    rows: pd.DataFrame, cap: int | None, counter: Callable[[Mapping[str, Any]], Counter[str]]
+) -> list[dict[str, Any]]:
+    if cap is None:
+        return []
     out = []
-    for row in rows.to_dict("records"):
-        counts = Counter(d for d in row["member_doc_ids"] if d)
-        for doc, n in sorted(counts.items()):
+    for raw in rows.to_dict("records"):
+        row = {str(k): v for k, v in raw.items()}
+        for doc, n in sorted(counter(row).items()):
             if n > cap:
                 out.append({"query_id": row["query_id"], "doc_id": doc, "chunks": n, "cap": cap})
     return out
+
+
+def _compliance(rows: pd.DataFrame, violations: list[dict[str, Any]], cap: int | None) -> float:
+    """Share of queries with no document over the cap; NaN when there is no cap to check."""
+    if cap is None:
+        return math.nan
+    return _ratio(len(rows) - len({v["query_id"] for v in violations}), len(rows))
 
 
 def _mean(values: Iterable[float] | pd.Series) -> float:
@@ -257,7 +363,17 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
                 )
             elif key == "stage_losses":
                 row.update({f"lost:{stage}": n for stage, n in value.items()})
-            elif key != "cap_violations":
+            elif key == "content_duplicates":
+                row["content_duplicates"] = value["total"]
+                row.update(
+                    {
+                        f"content_duplicates:{part.removeprefix('by_')}:{name}": n
+                        for part, counts in value.items()
+                        if part != "total"
+                        for name, n in counts.items()
+                    }
+                )
+            elif key not in ("cap_violations", "true_cap_violations"):
                 row[key] = value
         rows[name] = row
     frame = pd.DataFrame.from_dict(rows, orient="index")

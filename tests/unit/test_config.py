@@ -98,7 +98,7 @@ def test_toml_refuses_keys_outside_rag_and_booleans() -> None:
 
 def test_legacy_pipeline_uses_one_width() -> None:
     c = RagConfig.from_properties_text("rag.pipeline=legacy\nrag.top-k=6")
-    assert (c.pipeline, c.retrieve_k, c.return_n) == (PipelineKind.LEGACY, 6, 6)
+    assert (c.pipeline, c.retrieve_k, c.return_n) == (PipelineKind.LEGACY_MERGE, 6, 6)
     with pytest.raises(ConfigError) as err:
         RagConfig.from_properties_text("rag.pipeline=legacy\nrag.retrieve-k=20\nrag.pipeline=nope")
     assert {p.key for p in err.value.problems} == {"rag.pipeline"}

@@ -19,7 +19,13 @@ from rag_eval.harness.ingest import IngestRow, plan_rows
 from rag_eval.harness.replay import Replayer
 from rag_eval.harness.rows import Truth, rows_to_table
 from rag_eval.harness.store import RunStore
-from rag_eval.metrics.measures import per_query_frame, standard_measures, summarize, summary_frame
+from rag_eval.metrics.measures import (
+    content_duplicate_breakdown,
+    per_query_frame,
+    standard_measures,
+    summarize,
+    summary_frame,
+)
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from tests.conftest import ROOT, SHIPPED
 
@@ -37,7 +43,7 @@ def test_shipped_experiments_parse() -> None:
         assert exp.dataset_path == SHIPPED.resolve()
     default = load_experiment(SHIPPED / "experiments" / "default.toml")
     legacy = default.baseline_spec.config
-    assert (legacy.pipeline.value, legacy.retrieve_k, legacy.return_n) == ("legacy", 5, 5)
+    assert (legacy.pipeline.value, legacy.retrieve_k, legacy.return_n) == ("legacy-merge", 5, 5)
     assert load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml").split == "dev"
 
 
@@ -252,29 +258,71 @@ def test_standard_measures_edge_cases() -> None:
     assert (m["P@1"], m["P@2"], m["R@2"], m["RR"]) == (0.0, 0.5, 1.0, 0.5)
 
 
+def _dup_row() -> dict[str, object]:
+    """Six delivered chunks: a key repeated (a merged block carrying one row twice), a re-ingested
+    copy under a vector key (row without chunk_index), the same text in another chunk (a row without
+    doc_id), and a copy under a rank key (no identity at all)."""
+    return {
+        "query_id": "q",
+        "config": "c",
+        "judged": False,
+        "relevant_chunks": [],
+        "relevant_grades": [],
+        "relevant_docs": [],
+        "relevant_doc_grades": [],
+        "delivered_relevant": [],
+        "member_keys": ["a#chunk-0", "a#chunk-0", "vector:9", "b#chunk-1", "vector:12", "rank:7"],
+        "member_chunks": ["a#chunk-0", "a#chunk-0", "a#chunk-0", "b#chunk-1", "c#chunk-3", "a#chunk-0"],
+        "member_doc_ids": ["a", "a", "a", "b", "", ""],
+        "member_content_sha": ["s1", "s1", "s1", "s2", "s2", "s1"],
+        "hit_keys": ["a#chunk-0", "vector:9"],
+        "hit_content_sha": ["s1", "s1"],
+    }
+
+
 def test_duplicates_by_key_and_by_content() -> None:
-    table = pd.DataFrame(
-        [
-            {
-                "query_id": "q",
-                "config": "c",
-                "judged": False,
-                "relevant_chunks": [],
-                "relevant_grades": [],
-                "relevant_docs": [],
-                "relevant_doc_grades": [],
-                "delivered_relevant": [],
-                "member_chunks": [],
-                "member_keys": ["a#chunk-0", "a#chunk-0", "vector:9", "b#chunk-1"],
-                "member_content_sha": ["s1", "s1", "s1", "s2"],
-                "hit_keys": ["a#chunk-0", "vector:9"],
-                "hit_content_sha": ["s1", "s1"],
-            }
-        ]
-    )
-    frame = per_query_frame(table, [5], {"c": 2})
-    assert (frame.loc[0, "dup_keys"], frame.loc[0, "dup_content"]) == (1, 1)
+    table = pd.DataFrame([_dup_row()])
+    frame = per_query_frame(table, [5], {"c": 2}, {"c": 3})
+    assert (frame.loc[0, "dup_keys"], frame.loc[0, "dup_content"]) == (1, 3)
+    assert (frame.loc[0, "dup_content_copy"], frame.loc[0, "dup_content_same_text"]) == (2, 1)
     assert (frame.loc[0, "raw_dup_keys"], frame.loc[0, "raw_dup_content"]) == (0, 1)
+    # stored doc ids: a x3 (within cap 3); true documents: a x4 (the doc-less copy counts for a)
+    assert (frame.loc[0, "cap_ok"], frame.loc[0, "cap_ok_true"]) == (1.0, 0.0)
+    assert content_duplicate_breakdown(_dup_row()) == [
+        {"cause": "re-ingested copy", "key_kind": "vector", "row_identity": "no chunk_index"},
+        {"cause": "same text, other chunk", "key_kind": "vector", "row_identity": "no doc_id"},
+        {"cause": "re-ingested copy", "key_kind": "rank", "row_identity": "no identity"},
+    ]
+
+
+def test_cap_compliance_by_stored_and_true_document() -> None:
+    table = pd.DataFrame([{**_dup_row(), **_latency_and_counts()}])
+    cfg = {"name": "c", "cap": 3, "cap_source": "config", "cap_aware": 3, "return_n": 8}
+    out, _ = summarize(table, configs=[cfg], cutoffs=[5])
+    c = out["c"]
+    assert (c["cap_compliance"], c["cap_compliance_true"]) == (1.0, 0.0)
+    assert c["true_cap_violations"] == [{"query_id": "q", "doc_id": "a", "chunks": 4, "cap": 3}]
+    assert c["content_duplicates"] == {
+        "total": 3,
+        "by_cause": {"re-ingested copy": 2, "same text, other chunk": 1},
+        "by_key_kind": {"rank": 1, "vector": 2},
+        "by_row_identity": {"no chunk_index": 1, "no doc_id": 1, "no identity": 1},
+    }
+    assert (c["content_duplicate_rate_copies"], c["content_duplicate_rate_same_text"]) == (2 / 6, 1 / 6)
+    # no cap to check against (a legacy config without a production cap): not measured, never 100%
+    out, _ = summarize(table, configs=[{**cfg, "cap": None}], cutoffs=[5])
+    assert math.isnan(out["c"]["cap_compliance"]) and math.isnan(out["c"]["cap_compliance_true"])
+
+
+def _latency_and_counts() -> dict[str, object]:
+    return {
+        "lost_stages": [],
+        "guard_references": 4,
+        "guard_violations": 0,
+        "n_blocks": 6,
+        "payload_chars": 600,
+        **{col: 1.0 for col in ("search_us", "postprocess_us", "projection_us", "transform_us", "e2e_us")},
+    }
 
 
 def test_stale_run_files_are_removed_by_whole_name(tmp_path: Path) -> None:

@@ -101,7 +101,9 @@ def test_trace_has_one_entry_per_candidate_in_original_rank_order() -> None:
     out = run(hits, return_n=1)
     assert [e.original_rank for e in out.trace] == [1, 2, 3, 4]
     assert [e.stage for e in out.trace] == [Stage.RETURNED, Stage.DEDUP, Stage.TRUNCATION, Stage.CAP]
-    assert out.stage_counts() == {"returned": 1, "dedup": 1, "cap": 1, "truncation": 1, "merged": 0}
+    assert out.stage_counts() == {
+        "returned": 1, "dedup": 1, "cap": 1, "truncation": 1, "merged": 0, "document_dedup": 0, "content_dedup": 0
+    }
 
 
 def test_as_candidate_round_trip_keeps_merged_reasons() -> None:
