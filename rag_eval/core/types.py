@@ -115,6 +115,20 @@ def sort_score(score: float) -> float:
     return -math.inf if math.isnan(score) else score
 
 
+def hit_order(hit: KnowledgeSearchHit) -> tuple[float, int, int, str]:
+    """The total order adapters return hits in: score descending (NaN last), then the row's id
+    ascending (numerically when it is a decimal integer, those first), so that hits with equal
+    scores come in the same order on every backend and every run.
+
+    >>> hits = [KnowledgeSearchHit(id=i, content="", score=s) for i, s in (("10", 0.5), ("9", 0.5), ("x", 0.9))]
+    >>> [h.id for h in sorted(hits, key=hit_order)]
+    ['x', '9', '10']
+    """
+    ident = hit.vector_id or hit.id
+    numeric = ident.isascii() and ident.isdigit()
+    return (-sort_score(hit.score), 0 if numeric else 1, int(ident) if numeric else 0, ident)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemberSpan:
     """Where one constituent candidate's content sits inside a block's content."""

@@ -3,6 +3,8 @@
 Public API for tests and examples (as httpx ships ``MockTransport``). It honours
 ``top_k``, the category filter (exact match) and GROUPED mode (at most
 ``group_size`` hits per doc_id, as Milvus grouping search does), and refuses HYBRID.
+Cosine hits come in the adapters' total order (:func:`rag_eval.core.types.hit_order`);
+scripted hits come exactly as scripted (a port's order may differ from score order).
 
 >>> port = InMemorySearch.from_rows(
 ...     [InMemoryRow(vector_id="1", content="lag", vector=(1.0, 0.0), doc_id="d", chunk_index=0),
@@ -21,7 +23,7 @@ from typing import Any
 
 from rag_eval.core.errors import DimensionMismatchError, UnsupportedFeatureError
 from rag_eval.core.ports import PortBase
-from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode
+from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, hit_order
 
 Encoder = Callable[[str], Sequence[float]]
 
@@ -112,8 +114,7 @@ class InMemorySearch(PortBase):
                     "embed queries with the model used for the rows"
                 )
             scored.append((sum(a * b for a, b in zip(q, vec, strict=True)), row))
-        scored.sort(key=lambda sr: (-sr[0], sr[1].vector_id))
-        return [
+        hits = [
             KnowledgeSearchHit(
                 id=row.vector_id,
                 content=row.content,
@@ -129,3 +130,4 @@ class InMemorySearch(PortBase):
             )
             for score, row in scored
         ]
+        return sorted(hits, key=hit_order)

@@ -23,6 +23,13 @@ Conventions shared by both backends:
   against the requested category, so a filter can never widen the result silently.
 * Scores: the similarity Milvus returns for COSINE and IP (higher is better); for L2 the negated squared
   distance, so that higher is better everywhere. HYBRID hits carry the RRF score (``scores["rrf"]``).
+* Order: hits come in one documented total order (:func:`rag_eval.core.types.hit_order`: score descending,
+  then vector id ascending), so equal scores are ordered the same way on every backend and run. A DENSE search
+  asks for one hit more than ``top_k``; when equal scores straddle the cut-off and run to the end of that page it
+  searches wider (doubling, up to 16,384) until the tied group is complete, so the ``top_k`` hits are exactly
+  the first ``top_k`` of the total order, and a narrower width is a prefix of a wider one (exactly so on an
+  exact index such as FLAT). GROUPED and HYBRID hits are ordered the same way, without widening (their scores
+  depend on the width asked for).
 * GROUPED mode groups by ``doc_id``; rows without a doc_id share one group (the in-memory adapter gives each
   its own). Backends that silently ignore grouping (the 2.3 server) are refused.
 
@@ -56,7 +63,7 @@ from rag_eval.core.errors import (
     UnsupportedFeatureError,
 )
 from rag_eval.core.ports import PortBase
-from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, sort_score
+from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, hit_order
 from rag_eval.search.milvus_schema import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -494,6 +501,14 @@ def _to_hit(raw: Any, metric: str, channel: str) -> KnowledgeSearchHit:
     )
 
 
+def _tie_may_continue(hits: Sequence[KnowledgeSearchHit], top_k: int, width: int) -> bool:
+    """True when the hits tied with the ``top_k``-th run to the end of a full page of ``width``:
+    rows with that score may lie beyond it, so the cut-off cannot be placed by the total order yet."""
+    if len(hits) < width or len(hits) <= top_k:
+        return False
+    return hit_order(hits[top_k - 1])[0] == hit_order(hits[-1])[0]
+
+
 def _manifest_json(manifest: Mapping[str, Any], uri: str) -> str:
     text = json.dumps(dict(manifest), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     if len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
@@ -851,36 +866,58 @@ class MilvusSearch(PortBase):
             raise UnsupportedFeatureError(self._grouping_refusal(), feature="grouping", uri=self._conn.shown)
         vectors = self._encode(queries)
         expr, params = self._filter(category)
-        if mode is SearchMode.HYBRID:
-            raw = self._hybrid_search(vectors, queries, top_k, expr, params)
-        else:
-            extra: dict[str, Any] = {"filter_params": params} if params else {}
+        # DENSE asks for one hit more than wanted, to see whether equal scores straddle the cut-off
+        exact = mode is SearchMode.DENSE
+        limit = min(top_k + 1, MAX_TOPK) if exact else top_k
+        out = []
+        for i, raw in enumerate(self._raw_search(mode, vectors, queries, limit, expr, params, group_size)):
+            hits = self._ordered(raw, mode, category)
+            width = limit
+            while exact and width < MAX_TOPK and _tie_may_continue(hits, top_k, width):
+                width = min(width * 2, MAX_TOPK)
+                raw = self._raw_search(mode, [vectors[i]], [queries[i]], width, expr, params, group_size)[0]
+                hits = self._ordered(raw, mode, category)
             if mode is SearchMode.GROUPED:
-                extra.update(group_by_field="doc_id", group_size=group_size, strict_group_size=False)
-            raw = self._conn.call(
-                "search",
-                self._conn.client.search,
-                self.collection,
-                data=vectors,
-                anns_field=VECTOR_FIELD,
-                limit=top_k,
-                filter=expr,
-                output_fields=list(OUTPUT_FIELDS),
-                collection=self.collection,
-                search_params=_search_params(self._coll, self._index, top_k * group_size),
-                **extra,
-            )
+                self._check_grouped(hits[:top_k], group_size)
+            out.append(tuple(hits[:top_k]))
+        return out
+
+    def _raw_search(
+        self,
+        mode: SearchMode,
+        vectors: list[list[float]],
+        queries: list[str],
+        limit: int,
+        expr: str,
+        params: dict[str, str] | None,
+        group_size: int,
+    ) -> Any:
+        if mode is SearchMode.HYBRID:
+            return self._hybrid_search(vectors, queries, limit, expr, params)
+        extra: dict[str, Any] = {"filter_params": params} if params else {}
+        if mode is SearchMode.GROUPED:
+            extra.update(group_by_field="doc_id", group_size=group_size, strict_group_size=False)
+        return self._conn.call(
+            "search",
+            self._conn.client.search,
+            self.collection,
+            data=vectors,
+            anns_field=VECTOR_FIELD,
+            limit=limit,
+            filter=expr,
+            output_fields=list(OUTPUT_FIELDS),
+            collection=self.collection,
+            search_params=_search_params(self._coll, self._index, limit * group_size),
+            **extra,
+        )
+
+    def _ordered(self, raw: Any, mode: SearchMode, category: str | None) -> list[KnowledgeSearchHit]:
+        """One query's hits in the documented total order (score, then vector id), category-checked."""
         metric = self._coll.metric or self._index.metric
         channel = "rrf" if mode is SearchMode.HYBRID else "dense"
-        out = []
-        for hits in raw:
-            converted = [_to_hit(h, metric, channel) for h in hits]
-            if mode is SearchMode.GROUPED:  # groups come group by group: order hits globally, then cut
-                converted.sort(key=lambda h: -sort_score(h.score))
-                self._check_grouped(converted[:top_k], group_size)
-            self._check_category(converted, category)
-            out.append(tuple(converted[:top_k]))
-        return out
+        hits = sorted((_to_hit(h, metric, channel) for h in raw), key=hit_order)
+        self._check_category(hits, category)
+        return hits
 
     def _encode(self, queries: list[str]) -> list[list[float]]:
         encoded = self._encoder(queries)

@@ -210,6 +210,7 @@ def test_stage_losses_name_the_stage_that_lost_each_relevant_chunk(tmp_path: Pat
             config=RagConfig.from_mapping({"rag.retrieve-k": 6, "rag.return-n": 5, "rag.projector.max-blocks": 1}),
         ),
         ConfigSpec(name="legacy", config=RagConfig.from_mapping({"rag.pipeline": "legacy", "rag.top-k": 3})),
+        ConfigSpec(name="first", config=RagConfig.from_mapping({"rag.pipeline": "legacy-first", "rag.top-k": 3})),
     ]
     table = _replay(tmp_path, configs, relevant).set_index("config")
     losses = {c: dict(zip(table.loc[c, "lost_chunks"], table.loc[c, "lost_stages"], strict=True)) for c in table.index}
@@ -226,6 +227,14 @@ def test_stage_losses_name_the_stage_that_lost_each_relevant_chunk(tmp_path: Pat
     assert list(table.loc["legacy", "member_chunks"]) == ["d0#chunk-0", "d0#chunk-1", "d0#chunk-2"]
     assert list(table.loc["legacy", "returned_keys"]) == ["kb/d0.md"]
     assert table.loc["legacy", "guard_violations"] == 3 and table.loc["cap2", "guard_violations"] == 0
+    # legacy-first: the same three hits, one block with d0's top chunk; the others are document duplicates
+    assert list(table.loc["first", "member_chunks"]) == ["d0#chunk-0"]
+    assert losses["first"] == {
+        "d0#chunk-2": "document_dedup",
+        "d0#chunk-3": "not_retrieved",
+        "d1#chunk-1": "not_retrieved",
+        "d2#chunk-0": "not_retrieved",
+    }
 
 
 def test_summary_measures_on_a_worked_example(tmp_path: Path) -> None:
