@@ -47,9 +47,14 @@ def test_clapnq_legacy_against_evidence(clapnq_run: tuple[Experiment, jobs.RunRe
     assert summary["label_level"] == "span" and summary["queries"] == 600 and summary["judged_queries"] == 299
     c = summary["configs"]
     assert c["evidence"]["same_doc_pairs"] >= 280  # 287 queries have >= 2 evidence sentences in one passage
-    assert c["evidence"]["duplicate_rate"] == 0 < c["legacy"]["duplicate_rate"]
-    assert c["evidence"]["evidence_guard_1to1"] == 1.0 and c["legacy"]["evidence_guard_1to1"] == 0.0
-    assert c["evidence"]["cap_compliance"] == 1.0 > c["legacy"]["cap_compliance"]
+    assert c["evidence"]["duplicate_rate"] == 0 < c["legacy-merge"]["duplicate_rate"]
+    for legacy in ("legacy-merge", "legacy-first"):
+        assert c["evidence"]["evidence_guard_1to1"] == 1.0 and c[legacy]["evidence_guard_1to1"] == 0.0
+        assert c[legacy]["cap_checked"] == 2 and c[legacy]["cap_checked_source"] == "experiment.production_cap"
+    assert c["evidence"]["cap_compliance"] == 1.0 > c["legacy-merge"]["cap_compliance"]
+    assert c["evidence"]["cap_compliance_true"] < 1.0  # doc-less rows are buckets of their own
+    assert c["legacy-first"]["same_doc_multi_chunk_recall"] < c["evidence"]["same_doc_multi_chunk_recall"]
+    assert c["legacy-merge"]["same_doc_multi_chunk_recall"] > c["evidence"]["same_doc_multi_chunk_recall"]
     # a higher cap keeps more chunks of the one relevant passage
     assert c["evidence-cap3"]["same_doc_multi_chunk_recall"] > c["evidence"]["same_doc_multi_chunk_recall"]
     assert c["evidence"]["stage_losses"]["cap"] > 0
