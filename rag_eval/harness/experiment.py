@@ -49,7 +49,7 @@ from rag_eval.core.types import SearchMode
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.whatif import WHAT_IFS
-from rag_eval.search.milvus_schema import IndexSpec, redact_uri
+from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, IndexSpec, redact_uri, uri_problem
 
 DEFAULT_LITE_DIR = Path("reports/milvus")
 DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")
@@ -373,6 +373,14 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     if warmup is not None and warmup < 0:
         problems.append(ConfigProblem("timing.warmup", "must be >= 0"))
     problems.extend(_cap_problems(configs, production_cap))
+    problems.extend(_name_problems("experiment.name", name))
+    if uri is not None and (why := uri_problem(uri)):
+        problems.append(ConfigProblem("milvus.uri", why))
+    if not 0 < float(timeout) <= 3600:
+        problems.append(ConfigProblem("milvus.timeout", f"must be > 0 and <= 3600 seconds, got {timeout}"))
+    if query_limit is not None and query_limit < 1:
+        problems.append(ConfigProblem("timing.query_limit", f"must be >= 1, got {query_limit}"))
+    problems.extend(_width_problems(configs))
     if problems:
         raise ConfigError(problems, path=source)
 
@@ -403,6 +411,30 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     )
 
 
+_MAX_NAME = 100
+
+
+def _name_problems(key: str, name: str) -> list[ConfigProblem]:
+    """Experiment and config names become file and directory names: nothing that can leave ``reports/runs/``."""
+    if not _SAFE_NAME.fullmatch(name) or len(name) > _MAX_NAME or name in {".", ".."}:
+        return [
+            ConfigProblem(
+                key, f"{name!r}: up to {_MAX_NAME} letters, digits, '.', '_', '-', starting with a letter or digit"
+            )
+        ]
+    return []
+
+
+def _width_problems(configs: Sequence[ConfigSpec]) -> list[ConfigProblem]:
+    return [
+        ConfigProblem(
+            f"configs.{c.name}", f"retrieve-k {c.config.retrieve_k:,} is over Milvus's limit of {MAX_TOPK:,} hits"
+        )
+        for c in configs
+        if c.config.retrieve_k > MAX_TOPK
+    ]
+
+
 def _cap_problems(configs: Sequence[ConfigSpec], production_cap: int | None) -> list[ConfigProblem]:
     """A legacy config must have a production cap to be checked against, never an implicit default."""
     if production_cap is not None or not any(c.config.pipeline.is_legacy for c in configs):
@@ -429,6 +461,12 @@ def _index(table: Mapping[str, Any], problems: list[ConfigProblem]) -> IndexSpec
         search_params=r.get("search", Mapping, defaults.search_params),
     )
     r.finish()
+    if settings.index_type not in INDEX_TYPES:
+        problems.append(
+            ConfigProblem("milvus.index.type", f"{settings.index_type!r} is not one of {', '.join(INDEX_TYPES)}")
+        )
+    if settings.metric not in METRICS:
+        problems.append(ConfigProblem("milvus.index.metric", f"{settings.metric!r} is not one of {', '.join(METRICS)}"))
     return settings
 
 
@@ -544,10 +582,12 @@ def with_overrides(
     if dataset is not None:
         changes["dataset_path"] = Path(dataset).resolve()
         if exp.source is None:
-            changes["name"] = Path(dataset).name
+            changes["name"] = _slug_name(Path(dataset).resolve().name)
     if split is not None:
         changes["split"] = split
     if milvus_uri is not None:
+        if why := uri_problem(milvus_uri):
+            problems.append(ConfigProblem("--milvus-uri", why))
         changes["milvus_uri"] = milvus_uri
     if collection is not None:
         changes["collection"] = collection
@@ -566,9 +606,14 @@ def with_overrides(
         changes["configs"] = tuple(configs)
         names = [c.name for c in configs]
         changes["baseline"] = baseline or names[0]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(ConfigProblem("--config", f"config name {dup!r} is given more than once"))
+        problems.extend(_width_problems(configs))
     elif baseline is not None:
         changes["baseline"] = baseline
     if query_limit is not None:
+        if query_limit < 1:
+            problems.append(ConfigProblem("--limit", f"must be >= 1, got {query_limit}"))
         changes["query_limit"] = query_limit
     new = replace(exp, **changes)
     if not new.configs and require_configs:
@@ -581,6 +626,13 @@ def with_overrides(
     return new
 
 
+def _slug_name(text: str) -> str:
+    """A safe experiment name made from a directory name."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:_MAX_NAME]
+    return slug if slug and slug[0].isalnum() else f"dataset-{slug}".strip("-")
+
+
 def default_experiment(dataset: str, split: str = "test") -> Experiment:
     """An experiment made from flags only (no file): defaults everywhere."""
-    return Experiment(name=Path(dataset).name, source=None, dataset_path=Path(dataset).resolve(), split=split)
+    path = Path(dataset).resolve()
+    return Experiment(name=_slug_name(path.name), source=None, dataset_path=path, split=split)
