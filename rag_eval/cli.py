@@ -1,8 +1,9 @@
 """Command line: argument parsing and exit codes only; the work is done elsewhere.
 
-Exit codes: 0 pass, 1 gate failed (regression), 2 usage or input error (one line, no
-traceback), 3 infrastructure error (Milvus unreachable, disk). Anything else is a
-bug and shows its traceback.
+Exit codes: 0 pass, 1 gate failed (regression) and nothing else, 2 usage or input error
+(one line, no traceback), 3 infrastructure error (Milvus unreachable, disk), 70 an
+internal error (a bug: the traceback is printed), 130 interrupted. A crash never exits 1,
+so a CI job cannot read it as a regression.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_INPUT = 2
 EXIT_INFRA = 3
+EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, never to be read as a regression (1)
+EXIT_INTERRUPTED = 130
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -102,6 +105,7 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from rag_eval import jobs
@@ -111,16 +115,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = jobs.Progress(quiet=args.quiet)
     with progress.running():
         result = jobs.run_experiment(exp, out, resume=args.resume, progress=progress)
-    table = Table(title=f"{exp.name} ({result.summary['queries']} queries, labels: {result.summary['label_level']})")
+    title = f"{exp.name} ({result.summary['queries']} queries, labels: {result.summary['label_level']})"
+    table = Table(title=escape(title))
     table.add_column("measure")
     for name in result.summary["configs"]:
-        table.add_column(name + (" (baseline)" if name == exp.baseline else ""), justify="right")
+        table.add_column(escape(name + (" (baseline)" if name == exp.baseline else "")), justify="right")
     for label, values in jobs.summary_table(result.summary):
-        table.add_row(label, *values)
+        table.add_row(escape(label), *(escape(v) for v in values))
     console = Console(width=max(100, 40 + 22 * len(result.summary["configs"])))
     console.print(table)
-    console.print(f"report: {result.report}")
-    console.print(f"run directory: {result.out}")
+    console.print(f"report: {escape(str(result.report))}")
+    console.print(f"run directory: {escape(str(result.out))}")
     return EXIT_OK
 
 
@@ -217,7 +222,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rag-eval: interrupted; finished query batches are kept: run the same command with --resume",
             file=sys.stderr,
         )
-        return 130
+        return EXIT_INTERRUPTED
+    except OSError as exc:  # disk full, permissions, a vanished directory: the environment, not the input
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"rag-eval: infrastructure error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_INFRA
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print(f"rag-eval: internal error (a bug; exit code {EXIT_INTERNAL}): please report it", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

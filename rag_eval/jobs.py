@@ -144,8 +144,9 @@ class Progress:
             self._bar.advance(self._tasks[label], n)
 
     def log(self, message: str) -> None:
+        """Print a line of plain text (never read as rich markup: names and paths are the user's)."""
         if not self.quiet:
-            self._bar.console.print(message)
+            self._bar.console.print(message, markup=False, highlight=False)
 
 
 # -- ingest -----------------------------------------------------------------------------------
