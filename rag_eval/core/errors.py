@@ -14,6 +14,7 @@
     │   └── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
     └── InfrastructureError             exit 3: the environment failed, the input may be fine
         ├── SearchUnavailableError      server unreachable or timed out (after retries)
+        ├── SearchBackendError          a reachable server failed a request without blaming the request
         ├── CollectionNotFoundError     collection missing
         ├── CollectionNotLoadedError    collection exists but is not loaded
         └── RunStoreError               the run directory cannot be written or resumed
@@ -123,6 +124,15 @@ class UnsupportedFeatureError(InputError):
 
 class SearchUnavailableError(InfrastructureError):
     """The search backend could not be reached, or did not answer in time."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        self.uri = uri
+        super().__init__(message)
+
+
+class SearchBackendError(InfrastructureError):
+    """A reachable Milvus failed a request with an error that does not say the request was wrong
+    (a frozen query node, "channel not available", an internal error): infrastructure, not input."""
 
     def __init__(self, message: str, *, uri: str | None = None) -> None:
         self.uri = uri

@@ -58,6 +58,7 @@ from rag_eval.core.errors import (
     DimensionMismatchError,
     FilterError,
     RagEvalError,
+    SearchBackendError,
     SearchRequestError,
     SearchUnavailableError,
     UnsupportedFeatureError,
@@ -119,6 +120,21 @@ __all__ = [
 ]
 
 _VISIBLE_WAIT_S: Final = 120.0
+# words with which Milvus says the request itself is wrong (everything else from a live server is its failure)
+_INPUT_WORDS: Final = (
+    "invalid",
+    "illegal",
+    "must be",
+    "should be",
+    "exceed",
+    "out of range",
+    "not supported",
+    "unsupported",
+    "param",
+    "syntax",
+    "mismatch",
+    "wrong",
+)
 _T = TypeVar("_T")
 _LITE_LOCK = threading.Lock()
 _LITE_REFS: dict[str, int] = {}
@@ -323,7 +339,12 @@ class _Connection:
                 f"vector dimension does not match collection {name!r} ({message}): embed with the model used at ingest",
                 uri=uri,
             )
-        return SearchRequestError(f"Milvus at {uri} refused {what} on {name!r}: {message}", uri=uri)
+        if code == 1100 or any(word in low for word in _INPUT_WORDS):
+            return SearchRequestError(f"Milvus at {uri} refused {what} on {name!r}: {message}", uri=uri)
+        # anything else from a server that answered is the server's failure, not the user's input
+        return SearchBackendError(
+            f"Milvus at {uri} failed {what} on {name!r}: {message}: check the server's health and logs", uri=uri
+        )
 
 
 class _Capture(logging.Handler):
