@@ -120,6 +120,8 @@ __all__ = [
 ]
 
 _VISIBLE_WAIT_S: Final = 120.0
+_INDEX_WAIT_S: Final = 600.0
+_SETTLE_WAIT_S: Final = 20.0
 # words with which Milvus says the request itself is wrong (everything else from a live server is its failure)
 _INPUT_WORDS: Final = (
     "invalid",
@@ -398,10 +400,11 @@ def _count(conn: _Connection, name: str, consistency: str | None = "Strong") -> 
     return int(rows[0]["count(*)"])
 
 
-def _ensure_loaded(conn: _Connection, name: str, load: bool) -> None:
+def _ensure_loaded(conn: _Connection, name: str, load: bool) -> bool:
+    """Load the collection unless it is loaded; True when it had to be loaded now."""
     state = conn.call("get load state", conn.client.get_load_state, name, collection=name, budget=conn.timeout)
     if getattr(state.get("state"), "name", None) == "Loaded":
-        return
+        return False
     if not load:
         raise CollectionNotLoadedError(
             f"collection {name!r} in Milvus at {conn.shown} is not loaded: load it or open it with load=True",
@@ -411,6 +414,47 @@ def _ensure_loaded(conn: _Connection, name: str, load: bool) -> None:
     conn.call(
         "load collection", conn.client.load_collection, name, collection=name, budget=max(conn.call_timeout, 600.0)
     )
+    return True
+
+
+def _settle(conn: _Connection, name: str, index: IndexSpec) -> None:
+    """Wait until a freshly loaded server answers searches the same way twice in a row.
+
+    Right after a load, a server can still hold rows both in the sealed, indexed segment and in the stream
+    it loaded from, and answers the first searches partly by brute force; a run started then gets other
+    hits than a run a moment later. Probe with stored vectors until three consecutive answers agree.
+    """
+    rows = conn.call(
+        "query",
+        conn.client.query,
+        name,
+        filter="vector_id >= 0",
+        output_fields=[VECTOR_FIELD],
+        limit=32,
+        collection=name,
+    )
+    probe = [list(r[VECTOR_FIELD]) for r in rows]
+    if not probe:
+        return
+    coll = _describe(conn, name)
+    params = _search_params(coll, index, 50)
+    deadline = time.monotonic() + _SETTLE_WAIT_S
+    seen: list[list[list[Any]]] = []
+    while time.monotonic() < deadline:
+        answer = conn.call(
+            "search",
+            conn.client.search,
+            name,
+            data=probe,
+            anns_field=VECTOR_FIELD,
+            limit=50,
+            search_params=params,
+            collection=name,
+        )
+        seen.append([[h["id"] for h in hits] for hits in answer])
+        if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
+            return
+        time.sleep(0.3)
 
 
 def _search_params(coll: _Collection, index: IndexSpec, limit: int) -> dict[str, Any]:
@@ -707,9 +751,12 @@ class MilvusStore(PortBase):
         return record, nbytes
 
     def finalize(self) -> None:
-        """Flush, build the index, load, and wait until every row is visible to searches."""
+        """Flush, build the index and wait until it covers every row, load, and wait until every row is
+        visible to searches: no query is answered from an unindexed segment, so two runs give the same hits."""
         conn, name = self._conn, self.collection
         conn.call("flush", conn.client.flush, name, collection=name)
+        if conn.kind == "server":
+            self._compact()
         coll = _describe(conn, name)
         index = self._index or _stored_index(coll)
         if coll.index_type is None:
@@ -727,8 +774,54 @@ class MilvusStore(PortBase):
                 budget=max(conn.call_timeout, 600.0),
                 retry=False,
             )
+        self._wait_indexed()
         _ensure_loaded(conn, name, load=True)
         self._wait_visible()
+        if conn.kind == "server":
+            _settle(conn, name, self._index or _stored_index(_describe(conn, name)))
+
+    def _compact(self) -> None:
+        # A server merges the small segments of a fresh collection in the background, and re-indexes them;
+        # searches before and after that answer from different HNSW graphs. Merge them now, and wait.
+        conn, name = self._conn, self.collection
+        job = conn.call("compact", conn.client.compact, name, collection=name)
+        deadline = time.monotonic() + _INDEX_WAIT_S
+        while conn.call("compaction state", conn.client.get_compaction_state, job, collection=name) != "Completed":
+            if time.monotonic() > deadline:
+                raise SearchUnavailableError(
+                    f"Milvus at {conn.shown} did not finish compacting {name!r} in {_INDEX_WAIT_S:g} s: "
+                    "check the data nodes, then ingest again",
+                    uri=conn.shown,
+                )
+            time.sleep(0.2)
+
+    def _wait_indexed(self) -> None:
+        # A server builds indexes asynchronously; a segment searched before its index is ready is searched
+        # brute force, with other scores than after the hand-off. Lite builds at once and reports no progress.
+        conn, name = self._conn, self.collection
+        deadline = time.monotonic() + _INDEX_WAIT_S
+        for index_name in conn.call("list indexes", conn.client.list_indexes, name, collection=name):
+            while True:
+                info = conn.call("describe index", conn.client.describe_index, name, index_name, collection=name)
+                if "indexed_rows" not in info:
+                    break
+                total, done = int(info.get("total_rows", 0)), int(info.get("indexed_rows", 0))
+                pending, state = int(info.get("pending_index_rows", 0)), str(info.get("state", "Finished"))
+                if state == "Failed":
+                    raise SearchBackendError(
+                        f"Milvus at {conn.shown} failed to build index {index_name!r} of {name!r} "
+                        f"({one_line(info.get('index_state_fail_reason', ''))}): check the index parameters",
+                        uri=conn.shown,
+                    )
+                if done >= max(total, self._inserted) and pending == 0 and state == "Finished":
+                    break
+                if time.monotonic() > deadline:
+                    raise SearchUnavailableError(
+                        f"Milvus at {conn.shown} indexed {done:,} of {max(total, self._inserted):,} rows of "
+                        f"{name!r} in {_INDEX_WAIT_S:g} s: check the index nodes, then ingest again",
+                        uri=conn.shown,
+                    )
+                time.sleep(0.2)
 
     def _wait_visible(self) -> None:
         # The server searches with Bounded consistency: wait until that view holds every row too.
@@ -816,7 +909,8 @@ class MilvusSearch(PortBase):
             self._coll = _describe(self._conn, collection)
             self._index = index if index is not None else _stored_index(self._coll)
             self._check_index()
-            _ensure_loaded(self._conn, collection, load)
+            if _ensure_loaded(self._conn, collection, load) and self._conn.kind == "server":
+                _settle(self._conn, collection, self._index)
         except BaseException:
             self._conn.close()
             raise
