@@ -122,6 +122,14 @@ __all__ = [
 _VISIBLE_WAIT_S: Final = 120.0
 _INDEX_WAIT_S: Final = 600.0
 _SETTLE_WAIT_S: Final = 20.0
+# pymilvus pings every 10 s even with no call in flight (while a long ingest embeds, say), and sends
+# bandwidth probes on large inserts; a server answers too many of them with "too_many_pings" GOAWAYs that
+# gRPC prints on the terminal. Ping only during calls, rarely, and without bandwidth probes.
+_GRPC_OPTIONS: Final = {
+    "grpc.keepalive_time_ms": 60_000,
+    "grpc.keepalive_permit_without_calls": False,
+    "grpc.http2.bdp_probe": 0,
+}
 # words with which Milvus says the request itself is wrong (everything else from a live server is its failure)
 _INPUT_WORDS: Final = (
     "invalid",
@@ -176,7 +184,9 @@ class _Connection:
         pm = _pymilvus()
         token = os.environ.get(token_env, "")
         return self._retrying(
-            "connect", lambda t: pm.MilvusClient(uri=self.uri, token=token, timeout=t), budget=self.timeout
+            "connect",
+            lambda t: pm.MilvusClient(uri=self.uri, token=token, timeout=t, grpc_options=dict(_GRPC_OPTIONS)),
+            budget=self.timeout,
         )
 
     def _open_lite(self) -> Any:
