@@ -120,6 +120,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     console = Console(width=max(100, 40 + 22 * len(result.summary["configs"])))
     console.print(table)
     console.print(f"report: {result.report}")
+    console.print(f"html report: {result.out / 'report.html'}")
     console.print(f"run directory: {result.out}")
     return EXIT_OK
 
