@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,8 +44,9 @@ def _svg(fig: Figure, salt: str) -> str:
     with rc_context(salted):
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
-    start = text.find("<svg")
-    return text[start:].strip()
+    # the <svg> element alone: no XML prolog, and no RDF metadata block (it names vocabulary URLs)
+    svg = text[text.find("<svg") :].strip()
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", svg, count=1, flags=re.S)
 
 
 def _us(value: float, _pos: Any = None) -> str:
