@@ -57,8 +57,10 @@ def _us(value: float, _pos: Any = None) -> str:
     return f"{value:g} µs"
 
 
-def _figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
+def _figure(width: float, height: float, *, hspace: float = 0.2, wspace: float = 0.2) -> Figure:
+    # fixed spacing and a tight bounding box at save time: a layout engine would draw each chart twice more
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(hspace=hspace, wspace=wspace)
     return fig
 
 
@@ -128,7 +130,7 @@ def latency(per_query: pd.DataFrame, names: Sequence[str]) -> str | None:
     groups = {n: g for n, g in per_query.groupby("config", sort=False)}
     present = [n for n in names if n in groups]
     with rc_context(_RC):
-        fig = _figure(6.4, len(stages) * (0.28 * len(present) + 0.75))
+        fig = _figure(6.4, len(stages) * (0.28 * len(present) + 0.75), hspace=0.55)
         axes = fig.subplots(len(stages), 1, squeeze=False)[:, 0]
         for ax, stage in zip(axes, stages, strict=True):
             data = [np.clip(groups[n][f"{stage}_us"].to_numpy(dtype=float), 0.1, None) for n in present]
@@ -156,7 +158,7 @@ def waterfall(
     stages = sorted({s for n in names for s in losses.get(n, {})}, key=lambda s: (loss_order(s), s))
     steps = ["relevant", *(loss_label(s) for s in stages), "delivered"]
     with rc_context(_RC):
-        fig = _figure(max(6.4, 2.2 * len(names)), 0.32 * len(steps) + 1.0)
+        fig = _figure(max(6.4, 2.2 * len(names)), 0.32 * len(steps) + 1.0, wspace=0.35)
         axes = fig.subplots(1, len(names), squeeze=False, sharey=True)[0]
         y = np.arange(len(steps))[::-1]
         for ax, name in zip(axes, names, strict=True):
@@ -193,7 +195,7 @@ def trend(history: pd.DataFrame, time_column: str, measures: Sequence[tuple[str,
     if frame.empty:
         return None
     with rc_context(_RC):
-        fig = _figure(6.4, 2.0 * len(present) + 0.4)
+        fig = _figure(6.4, 2.0 * len(present) + 0.4, hspace=0.45)
         axes = fig.subplots(len(present), 1, squeeze=False, sharex=True)[:, 0]
         for ax, (key, label) in zip(axes, present, strict=True):
             for i, (name, g) in enumerate(frame.groupby("config", sort=True)):

@@ -314,3 +314,25 @@ def test_reproduce_command(run: Path) -> None:
     m2 = copy.deepcopy(manifest)
     m2["experiment"]["source"] = "exp; rm -rf /.toml"
     assert "rag-eval run 'exp; rm -rf /.toml'" in report_html.reproduce_command(m2, "o")
+
+
+def test_experiment_report_settings() -> None:
+    import tomllib
+
+    from rag_eval.core.errors import ConfigError
+    from rag_eval.harness.experiment import experiment_from_table
+    from tests.conftest import SHIPPED
+
+    base = SHIPPED / "experiments"
+    table = tomllib.loads((base / "default.toml").read_text())
+    assert experiment_from_table(table, base=base, source="x").drilldown_queries is None
+    table["report"] = {"drilldown_queries": 50}
+    exp = experiment_from_table(table, base=base, source="x")
+    assert exp.drilldown_queries == 50 and exp.as_dict()["report"] == {"drilldown_queries": 50}
+    for bad, message in ((0, "must be >= 1"), ("many", "expected"), (True, "expected")):
+        table["report"] = {"drilldown_queries": bad}
+        with pytest.raises(ConfigError, match=rf"{message}.*@ report.drilldown_queries"):
+            experiment_from_table(table, base=base, source="x")
+    table["report"] = {"drilldown": 5}
+    with pytest.raises(ConfigError, match="report.drilldown"):
+        experiment_from_table(table, base=base, source="x")
