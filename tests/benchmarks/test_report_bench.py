@@ -2,8 +2,9 @@
 
 `make test` renders once, untimed, and checks the size bound (< 5 MB); `make bench` times the
 render (median of 5) and checks that the default report (300 queries in the drill-down) stays
-under 5 s; the report with all 1,000 queries in the drill-down is timed for information. The run is made by the real pipeline over
-a scripted in-memory port (tests/report_runs.py): 1,000 queries, legacy and a cap sweep of four.
+under 5 s; the report with all 1,000 queries in the drill-down is timed for information. The run
+is made by the real pipeline over a scripted in-memory port (tests/report_runs.py): 1,000
+queries, legacy and a cap sweep of four.
 """
 
 from __future__ import annotations

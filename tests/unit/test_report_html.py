@@ -334,5 +334,5 @@ def test_experiment_report_settings() -> None:
         with pytest.raises(ConfigError, match=rf"{message}.*@ report.drilldown_queries"):
             experiment_from_table(table, base=base, source="x")
     table["report"] = {"drilldown": 5}
-    with pytest.raises(ConfigError, match="report.drilldown"):
+    with pytest.raises(ConfigError, match=r"report\.drilldown"):
         experiment_from_table(table, base=base, source="x")
