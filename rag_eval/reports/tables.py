@@ -188,12 +188,24 @@ def _cell(m: Measure, comp: Mapping[str, Any], cm: Mapping[str, Any] | None, fla
 
 def config_diff(configs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[tuple[str, list[str]]], dict[str, str]]:
     """(config names, [(property, value per config)] for the properties that differ, {property: value}
-    for those every config shares). Reads the manifest's config rows."""
+    for those every config shares). Reads the manifest's config rows.
+
+    >>> names, differ, same = config_diff([
+    ...     {"name": "a", "pipeline": "legacy", "mode": "dense",
+    ...      "rag": {"rag.top-k": "5", "rag.max-chunks-per-document": "2"}},
+    ...     {"name": "b", "pipeline": "evidence", "mode": "dense", "rag": {"rag.max-chunks-per-document": "2"}}])
+    >>> differ
+    [('rag.max-chunks-per-document', ['2 (not applied by legacy)', '2']), ('rag.top-k', ['5', '(unset)'])]
+    >>> same
+    {'mode': 'dense'}
+    """
     names = [str(c["name"]) for c in configs]
     props: list[dict[str, str]] = []
     for c in configs:
         p = {"mode": str(c.get("mode", ""))}
         p.update({str(k): str(v) for k, v in (c.get("rag") or {}).items()})
+        if c.get("pipeline") == "legacy" and "rag.max-chunks-per-document" in p:
+            p["rag.max-chunks-per-document"] += " (not applied by legacy)"  # the legacy pipeline has no cap
         props.append(p)
     keys = sorted({k for p in props for k in p}, key=lambda k: (k not in ("rag.pipeline", "mode"), k))
     differ, same = [], {}

@@ -90,7 +90,7 @@
         var c = q.cfg[i];
         if (!c) { return name + ": not run"; }
         var lost = c.lost.filter(function (l) { return l[0] === id; })[0];
-        return name + ": " + (lost ? "lost at " + stageLabel(lost[1]) : "delivered");
+        return name + ": " + (lost ? "lost (" + stageLabel(lost[1]) + ")" : "delivered");
       });
       box.appendChild(chunkView(id, q, keyOf(id) + " — " + fates.join(" · ")));
     });
