@@ -8,7 +8,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: install install-full test lint bench eval embeddings dataset clean
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: install install-full browser test lint bench eval embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -27,7 +29,15 @@ install: $(STAMP)
 
 install-full: $(FULL_STAMP)
 
-test: $(FULL_STAMP)
+# Debian's Chromium for the browser test of the HTML report (Playwright drives it; no browser download)
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+	      || echo "chromium could not be installed: the browser tests will skip (and fail under CI=true)"; \
+	  else echo "no $(CHROMIUM) and no apt-get as root here: the browser tests will skip"; fi; }
+
+test: $(FULL_STAMP) browser
 	$(BIN)/python -m pytest
 
 eval: $(STAMP)

@@ -125,6 +125,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     console = Console(width=max(100, 40 + 22 * len(result.summary["configs"])))
     console.print(table)
     console.print(f"report: {escape(str(result.report))}")
+    console.print(f"html report: {escape(str(result.out / 'report.html'))}")
     console.print(f"run directory: {escape(str(result.out))}")
     return EXIT_OK
 

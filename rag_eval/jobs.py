@@ -39,8 +39,10 @@ from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, 
 from rag_eval.harness.replay import Replayer, batches
 from rag_eval.harness.rows import Truth
 from rag_eval.harness.store import RunStore, atomic_write_text
+from rag_eval.harness.texts import write_texts
 from rag_eval.harness.whatif import WHAT_IF_NOTES
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
+from rag_eval.reports.html import render_html
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.search.milvus import MilvusSearch, MilvusStore
 
@@ -453,10 +455,12 @@ def run_experiment(
     store.remove_stale_runs(c.name for c in exp.configs)
     store.write_trec_qrels(f"{exp.split}.chunks", prep.labels.relevance)
     store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
+    write_texts(store.dir, table, prep.corpus, prep.dataset)
     store.write_json("summary.json", summary)
     report = store.dir / "report.md"
     atomic_write_text(report, render_markdown(summary, manifest))
     store.write_json("manifest.json", _json_safe(manifest))
+    render_html(store.dir)
     store.finish()
     return RunResult(out=store.dir, summary=summary, report=report, resumed_batches=len(done))
 

@@ -11,7 +11,8 @@
     │   ├── SearchRequestError          Milvus refused the request itself
     │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
     │   │   └── FilterError             the filter expression was refused
-    │   └── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
+    │   ├── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
+    │   └── ReportInputError            a run directory or comparison file a report reads is missing or malformed
     └── InfrastructureError             exit 3: the environment failed, the input may be fine
         ├── SearchUnavailableError      server unreachable or timed out (after retries)
         ├── SearchBackendError          a reachable server failed a request without blaming the request
@@ -120,6 +121,17 @@ class UnsupportedFeatureError(InputError):
         self.feature = feature
         self.uri = uri
         super().__init__(message)
+
+
+class ReportInputError(InputError):
+    """A file a report is rendered from is missing or not what it claims to be; names file and field."""
+
+    def __init__(self, message: str, *, path: str, field: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.field = field
+        where = f"{path}: field {field!r}" if field else path
+        super().__init__(f"{where}: {message}")
 
 
 class SearchUnavailableError(InfrastructureError):

@@ -137,6 +137,7 @@ class Experiment:
     batch_size: int = 64
     query_limit: int | None = None
     production_cap: int | None = None  # the cap legacy configs are checked against; None: the evidence configs'
+    drilldown_queries: int | None = None  # queries in the HTML report's drill-down (None: its default)
 
     @property
     def baseline_spec(self) -> ConfigSpec:
@@ -222,6 +223,7 @@ class Experiment:
             "warmup": self.warmup,
             "batch_size": self.batch_size,
             "query_limit": self.query_limit,
+            "report": {"drilldown_queries": self.drilldown_queries},
         }
 
 
@@ -232,7 +234,9 @@ def _slug(text: str) -> str:
 # -- parsing ----------------------------------------------------------------------------------
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
-_TOP_KEYS = {"experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing"}
+_TOP_KEYS = {
+    "experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing", "report"
+}
 
 
 class _Reader:
@@ -347,6 +351,12 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     query_limit = tm.get("query_limit", int)
     tm.finish()
 
+    rp = sub("report")
+    drilldown_queries = rp.get("drilldown_queries", int)
+    rp.finish()
+    if drilldown_queries is not None and drilldown_queries < 1:
+        problems.append(ConfigProblem("report.drilldown_queries", "must be >= 1"))
+
     raw_configs = table.get("configs", [])
     configs = _configs(raw_configs, base, problems)
     names = [c.name for c in configs]
@@ -408,6 +418,7 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         batch_size=batch_size,
         query_limit=query_limit,
         production_cap=production_cap,
+        drilldown_queries=drilldown_queries,
     )
 
 
