@@ -32,12 +32,51 @@ def _cmd_config(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if path.suffix == ".toml":
         text = _read_text(path)
+        if _is_experiment(text):
+            from rag_eval.harness.experiment import load_experiment
+
+            exp = load_experiment(path)
+            print(f"# {path} is an experiment file ({exp.name!r}, {len(exp.configs)} configs); each config's settings:")
+            for spec in exp.configs:
+                note = f", what-if {spec.what_if}" if spec.what_if else ""
+                print(f"\n[{spec.name}]  (mode {spec.mode.value}{note}; from {spec.origin})")
+                for key, value in sorted(spec.config.as_properties().items()):
+                    print(f"{key}={value}")
+            return EXIT_OK
         config = RagConfig.from_toml_text(text, source=str(path))
     else:
         config = RagConfig.from_properties_file(path)
+    from rag_eval.search.milvus_schema import MAX_TOPK
+
+    if config.retrieve_k > MAX_TOPK:
+        from rag_eval.core.errors import ConfigError, ConfigProblem
+
+        key = "rag.retrieve-k" if "rag.retrieve-k" in text_of(path) else "rag.top-k"
+        raise ConfigError(
+            [ConfigProblem(key, f"{config.retrieve_k:,} is over Milvus's limit of {MAX_TOPK:,} hits per search")],
+            path=str(path),
+        )
     for key, value in sorted(config.as_properties().items()):
         print(f"{key}={value}")
     return EXIT_OK
+
+
+def text_of(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _is_experiment(text: str) -> bool:
+    """A TOML text with experiment tables (``[experiment]``, ``[dataset]`` or ``[[configs]]``)."""
+    import tomllib
+
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    return bool({"experiment", "dataset", "configs"} & set(table))
 
 
 def _experiment(args: argparse.Namespace) -> Any:
@@ -90,7 +129,7 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
     progress = jobs.Progress(quiet=args.quiet)
     with progress.running():
-        chunks, queries, embedded = jobs.embed_dataset(
+        chunks, queries, embedded, written = jobs.embed_dataset(
             args.dataset,
             chunker=args.chunker or DEFAULT_CHUNKER_SPEC,
             split=args.split or "test",
@@ -99,7 +138,8 @@ def _cmd_embed(args: argparse.Namespace) -> int:
             cache_dir=Path(args.cache_dir),
             progress=progress,
         )
-    print(f"wrote {chunks} and {queries} ({embedded} texts embedded, the rest from the cache)")
+    state = ", ".join(f"{p} {'written' if p in written else 'unchanged'}" for p in (chunks, queries))
+    print(f"{state} ({embedded} texts embedded, the rest stored already)")
     return EXIT_OK
 
 

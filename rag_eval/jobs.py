@@ -171,24 +171,52 @@ def embed_dataset(
     normalize: bool,
     cache_dir: Path,
     progress: Progress | None = None,
-) -> tuple[Path, Path, int]:
-    """Write the data set's precomputed vectors (chunks of ``chunker``, and the queries)."""
+) -> tuple[Path, Path, int, list[Path]]:
+    """Write the data set's precomputed vectors (chunks of ``chunker``, and the queries); a file whose
+    content would not change is left as it is. Returns both paths, the texts embedded, the files written."""
     prog = progress or Progress(quiet=True)
     root = Path(dataset_path)
     dataset = load_beir(root, split)
     corpus = chunk_dataset(dataset, parse_chunker(chunker))
     spec = EmbedderSpec(model=model, normalize=normalize)
-    resolver = VectorResolver(spec.model_id, cache=EmbeddingCache(cache_dir, spec.model_id), factory=spec.build)
     chunk_file, query_file = vector_files(root / "vectors", chunker)
+    # the files already there are a source too: texts that did not change keep their vectors, byte for byte
+    stored = [VectorFile.read(p) for p in (chunk_file, query_file) if p.is_file()]
+    resolver = VectorResolver(
+        spec.model_id,
+        cache=EmbeddingCache(cache_dir, spec.model_id),
+        precomputed=[f for f in stored if f.model_id == spec.model_id],
+        factory=spec.build,
+    )
     chunk_texts = [c.content for c in corpus.chunks]
     query_texts = normalized_queries(dataset)
+    written: list[Path] = []
     for path, texts, kind in ((chunk_file, chunk_texts, "chunks"), (query_file, query_texts, "queries")):
         vectors = resolver.resolve(texts, progress=prog.factory(f"embedding {kind}", len(resolver.missing(texts))))
         meta = {"model_id": spec.model_id, "kind": kind, "dataset_checksum": dataset.checksum}
         if kind == "chunks":
             meta["chunker"] = chunker
-        VectorFile.write(path, texts, vectors.astype(np.float32), meta)
-    return chunk_file, query_file, resolver.embedded
+        if not _unchanged(path, texts, vectors, meta):
+            VectorFile.write(path, texts, vectors.astype(np.float32), meta)
+            written.append(path)
+    return chunk_file, query_file, resolver.embedded, written
+
+
+def _unchanged(path: Path, texts: Sequence[str], vectors: np.ndarray, meta: dict[str, str]) -> bool:
+    """True when ``path`` already holds exactly these vectors for these texts with this metadata."""
+    if not path.is_file():
+        return False
+    from rag_eval.embed.store import text_sha256, texts_checksum
+
+    old = VectorFile.read(path)
+    if any(old.metadata.get(k) != v for k, v in meta.items()) or old.metadata.get("texts_sha256") != texts_checksum(
+        texts
+    ):
+        return False
+    return all(
+        (v := old.vectors.get(text_sha256(t))) is not None and np.array_equal(v, row.astype(np.float32))
+        for t, row in zip(texts, vectors, strict=True)
+    )
 
 
 # -- run --------------------------------------------------------------------------------------

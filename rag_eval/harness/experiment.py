@@ -78,6 +78,7 @@ class IngestProfile:
         }
 
 
+DEFAULT_PROFILE = "production"  # rows as production has them, whether a run comes from a file or from flags
 PROFILES: Mapping[str, IngestProfile] = {
     "clean": IngestProfile(),
     "production": IngestProfile(
@@ -129,7 +130,7 @@ class Experiment:
     token_env: str = "RAG_EVAL_MILVUS_TOKEN"
     timeout: float = 10.0
     index: IndexSpec = field(default_factory=IndexSpec)
-    profile: IngestProfile = field(default_factory=IngestProfile)
+    profile: IngestProfile = field(default_factory=lambda: PROFILES[DEFAULT_PROFILE])
     configs: tuple[ConfigSpec, ...] = ()
     baseline: str = ""
     cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS
@@ -165,7 +166,7 @@ class Experiment:
     def resolved_uri(self) -> str:
         if self.milvus_uri:
             return self.milvus_uri
-        return str(DEFAULT_LITE_DIR / f"{_slug(self.dataset_path.name)}.db")
+        return str(DEFAULT_LITE_DIR / f"{_slug_name(self.dataset_path.name)}.db")
 
     @property
     def resolved_vectors_dir(self) -> Path:
@@ -225,10 +226,6 @@ class Experiment:
             "query_limit": self.query_limit,
             "report": {"drilldown_queries": self.drilldown_queries},
         }
-
-
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_").lower() or "dataset"
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -482,7 +479,7 @@ def _index(table: Mapping[str, Any], problems: list[ConfigProblem]) -> IndexSpec
 
 
 def _profile(r: _Reader, problems: list[ConfigProblem]) -> IngestProfile:
-    name = r.get("profile", str, "clean")
+    name = r.get("profile", str, DEFAULT_PROFILE)
     base = PROFILES.get(name)
     if base is None:
         problems.append(ConfigProblem("ingest.profile", f"unknown profile {name!r} (known: {', '.join(PROFILES)})"))
@@ -543,8 +540,14 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
                 config = RagConfig.from_toml_table({"rag": inline or {}}, source=None)
                 origin = "inline"
         except ConfigError as err:
-            where = f"{prefix} ({err.path})" if err.path else f"{prefix}"
-            problems.extend(ConfigProblem(f"{where}: {p.key}", p.message) for p in err.problems)
+            if props is not None:
+                where = f"{prefix} ({err.path})" if err.path else f"{prefix}"
+                problems.extend(ConfigProblem(f"{where}: {p.key}", p.message) for p in err.problems)
+            else:  # an inline table: name keys and suggestions as written inside `rag = { ... }`
+                problems.extend(
+                    ConfigProblem(f"{prefix}.rag.{p.key.removeprefix('rag.')}", _inline(p.message))
+                    for p in err.problems
+                )
             continue
         if what_if is not None:
             if what_if not in WHAT_IFS:
@@ -557,6 +560,11 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
                 continue
         out.append(ConfigSpec(name=name, config=config, mode=mode, origin=origin, what_if=what_if))
     return out
+
+
+def _inline(message: str) -> str:
+    """A config message as a user of an inline ``rag = { ... }`` table reads it: keys without ``rag.``."""
+    return re.sub(r"'rag\.([a-z0-9.-]+)'", r"'\1'", message).replace("rag settings start with 'rag.'", "rag keys")
 
 
 def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
