@@ -94,7 +94,9 @@ MISSION: tuple[Metric, ...] = (
     _rate("content_duplicate_rate", "duplicate rate (content)", "dup_content", "members", False),
     _rate("raw_duplicate_rate", "raw Milvus hits: duplicate rate (key)", "raw_dup_keys", "hits", False),
     _rate("raw_content_duplicate_rate", "raw Milvus hits: duplicate rate (content)", "raw_dup_content", "hits", False),
-    _rate("evidence_guard_1to1", "chunk references 1:1 with an excerpt (EvidenceGuard)", "guard_ok", "guard_refs", True),
+    _rate(
+        "evidence_guard_1to1", "chunk references 1:1 with an excerpt (EvidenceGuard)", "guard_ok", "guard_refs", True
+    ),
     Metric(
         name="cap_compliance",
         label="cap compliance (stored doc ids)",

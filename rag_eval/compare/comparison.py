@@ -31,7 +31,10 @@ SCHEMA_KEYS = (
     "schema_version", "alpha", "seed", "resamples", "test", "run", "against", "queries_compared", "left_out",
     "gates_file", "exit_code", "comparisons",
 )  # fmt: skip
-TEST_NAME = "paired randomisation test: random sign flips of units (scipy.stats.monte_carlo_test; exact with scipy.stats.permutation_test for few units), two-sided"
+TEST_NAME = (
+    "paired randomisation test: random sign flips of units (scipy.stats.monte_carlo_test; "
+    "exact with scipy.stats.permutation_test for few units), two-sided"
+)
 INTERVAL_NAME = "bootstrap over units (scipy.stats.bootstrap, BCa; percentile where BCa is undefined)"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -177,9 +180,9 @@ def _units(
     b, c = b.loc[index], c.loc[index]
     defined = ~(b.isna().any(axis=1).to_numpy() | c.isna().any(axis=1).to_numpy())
     b, c = b[defined], c[defined]
-    qids = list(b.index.get_level_values("query_id")) if isinstance(b.index, pd.MultiIndex) else list(b.index)
+    unit_qids = list(b.index.get_level_values("query_id")) if isinstance(b.index, pd.MultiIndex) else list(b.index)
     shape = (len(b), 2) if metric.kind == "rate" else (len(b),)
-    return b.to_numpy(dtype=float).reshape(shape), c.to_numpy(dtype=float).reshape(shape), [str(q) for q in qids]
+    return b.to_numpy(dtype=float).reshape(shape), c.to_numpy(dtype=float).reshape(shape), [str(q) for q in unit_qids]
 
 
 def _changes(metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[str]) -> dict[str, Any]:
@@ -203,7 +206,9 @@ def _changes(metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[
     }
 
 
-def _metric_entry(metric: Metric, p: Paired, changes: Mapping[str, Any], p_holm: float | None, alpha: float) -> dict:
+def _metric_entry(
+    metric: Metric, p: Paired, changes: Mapping[str, Any], p_holm: float | None, alpha: float
+) -> dict[str, Any]:
     return {
         "metric": metric.name,
         "label": metric.label,

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rag_eval.compare.catalog import RATIO_KINDS, Metric, catalog
-from rag_eval.compare.stats import DEFAULT_SEED, Paired, Settings, minimum_detectable
+from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Paired, Settings, minimum_detectable
 from rag_eval.core.errors import GatesError
 
 Severity = Literal["fail", "warn"]
@@ -171,6 +171,7 @@ class RelativeCheck(Check):
         limit = f"{_fmt(self.threshold, pct=self.relative)}{unit}"
         interval = f"[{_fmt(best, pct=self.relative)}, {_fmt(worst, pct=self.relative)}]{unit}"
         p_text = "n/a" if p_adjusted is None else f"{p_adjusted:.4g}"
+        mde_text = f"{_fmt(mde, pct=self.relative)}{unit}"
         values = {"value": change, "threshold": self.threshold, "mde": mde, "p_value": p_adjusted}
         if change > self.threshold and significant and beyond_noise:
             message = (
@@ -181,7 +182,7 @@ class RelativeCheck(Check):
         if math.isfinite(mde) and mde <= self.threshold:
             message = (
                 f"{self.metric} {self.direction} {shown} (interval {interval}, p = {p_text} Holm-adjusted); a "
-                f"{self.direction} of {limit} would have been seen (smallest detectable {_fmt(mde, pct=self.relative)}{unit})"
+                f"{self.direction} of {limit} would have been seen (smallest detectable {mde_text})"
             )
             return self.result("pass", message, **values)
         if math.isfinite(worst) and worst <= self.threshold:
@@ -263,14 +264,18 @@ def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteChe
         close = difflib.get_close_matches(metric, sorted(_known_names()), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
         raise GatesError(f"unknown metric {metric!r}{hint}", path=path, line=line, check=spec)
-    common = {"spec": spec.strip(), "severity": severity, "metric": metric, "threshold": threshold,
-              "selector": selector, "path": path, "line": line}  # fmt: skip
     if m["direction"]:
         if threshold < 0:
             raise GatesError("a drop or growth threshold must be >= 0", path=path, line=line, check=spec)
         direction: Literal["drop", "growth"] = "drop" if m["direction"] == "drop" else "growth"
-        return RelativeCheck(direction=direction, relative=bool(m["pct"]), **common)
-    return AbsoluteCheck(op=m["op"], **common)
+        return RelativeCheck(
+            spec=spec.strip(), severity=severity, metric=metric, threshold=threshold, selector=selector, path=path,
+            line=line, direction=direction, relative=bool(m["pct"]),
+        )  # fmt: skip
+    return AbsoluteCheck(
+        spec=spec.strip(), severity=severity, metric=metric, threshold=threshold, selector=selector, path=path,
+        line=line, op=m["op"],
+    )  # fmt: skip
 
 
 def _selector(text: str | None, *, spec: str, path: str, line: int | None) -> tuple[tuple[str, str], ...]:
@@ -299,7 +304,12 @@ def _known_names() -> set[str]:
 
 # -- files ------------------------------------------------------------------------------------
 
-_SETTINGS = {"alpha": (int, float), "resamples": int, "seed": int, "power": (int, float)}
+_SETTINGS: dict[str, type | tuple[type, ...]] = {
+    "alpha": (int, float),
+    "resamples": int,
+    "seed": int,
+    "power": (int, float),
+}
 
 
 def shipped_path(name: str) -> Path:
@@ -320,7 +330,9 @@ def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = getattr(exc, "lineno", None)
-        raise GatesError(f"not valid TOML: {exc.msg if hasattr(exc, 'msg') else exc}", path=str(path), line=line) from exc
+        raise GatesError(
+            f"not valid TOML: {exc.msg if hasattr(exc, 'msg') else exc}", path=str(path), line=line
+        ) from exc
     unknown = [k for k in table if k != "gates"]
     if unknown or not isinstance(table.get("gates"), dict):
         first = unknown[0] if unknown else "gates"
@@ -377,13 +389,13 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
         checks.append(parse_check(raw, path=path, line=line))
     seen: dict[tuple[str, tuple[tuple[str, str], ...]], int | None] = {}
     for c in checks:
-        key = (c.id.split(" for ")[0], c.selector)
-        if key in seen:
-            raise c.error(f"the same check is already given on line {seen[key]}")
-        seen[key] = c.line
+        same = (c.id.split(" for ")[0], c.selector)
+        if same in seen:
+            raise c.error(f"the same check is already given on line {seen[same]}")
+        seen[same] = c.line
     settings = Settings(
         alpha=float(values.get("alpha", 0.05)),
-        resamples=int(values.get("resamples", Settings.resamples)),
+        resamples=int(values.get("resamples", DEFAULT_RESAMPLES)),
         seed=int(values.get("seed", DEFAULT_SEED)),
         power=float(values.get("power", 0.8)),
     )
@@ -413,3 +425,19 @@ def _fmt(value: float | None, *, pct: bool = False) -> str:
     if pct:
         return f"{value * 100:.1f}"
     return f"{value:.4g}"
+
+
+def experiment_gates(table: Mapping[str, Any] | None, *, source: str | None) -> GateSet:
+    """The gates of an experiment: its ``[gates]`` table (inline, or ``file =`` a gates file relative
+    to the experiment file, or a shipped name), else the shipped default."""
+    if table is None:
+        return load_gates("default")
+    path = source or "(experiment)"
+    text = ""
+    if source:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError:
+            text = ""  # only used to find line numbers
+    base = Path(source).parent if source else Path.cwd()
+    return gates_from_table(table, path=path, text=text, base=base)

@@ -36,6 +36,7 @@ from scipy import stats
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
 
 DEFAULT_SEED = 20240601
+DEFAULT_RESAMPLES = 4999
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,8 +45,8 @@ class Settings:
     power for the minimum detectable difference, interval level."""
 
     alpha: float = 0.05
-    resamples: int = 4999  # bootstrap resamples
-    permutations: int = 4999  # randomisation-test resamples (raised when Holm needs a finer p-value)
+    resamples: int = DEFAULT_RESAMPLES  # bootstrap resamples
+    permutations: int = DEFAULT_RESAMPLES  # randomisation-test resamples (raised when Holm needs a finer p-value)
     seed: int = DEFAULT_SEED
     power: float = 0.8
     confidence: float = 0.95
@@ -139,7 +140,9 @@ def paired_compare(
 
         p_value = _p_value(n, flipped_mean, settings, rng) if test else None
         low, high, se = _bootstrap(d, mean_d, settings, rng)
-        return Paired(n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0])
+        return Paired(
+            n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0]
+        )
 
     def swapped(signs: np.ndarray, axis: int = -1) -> np.ndarray:
         # a unit whose sign the randomisation flipped has its baseline and candidate values swapped
@@ -166,7 +169,9 @@ def paired_compare(
             se=se[0], ratio=ratio, ratio_ci_low=math.exp(low[1]) if math.isfinite(low[1]) else math.nan,
             ratio_ci_high=math.exp(high[1]) if math.isfinite(high[1]) else math.nan, se_log_ratio=se[1],
         )  # fmt: skip
-    return Paired(n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0])
+    return Paired(
+        n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0]
+    )
 
 
 def _ratio(cand: float, base: float) -> float:

@@ -122,6 +122,7 @@ class Experiment:
     warmup: int = 5
     batch_size: int = 64
     query_limit: int | None = None
+    gates: Mapping[str, Any] | None = None  # the [gates] table as written; rag_eval.compare reads it
 
     @property
     def baseline_spec(self) -> ConfigSpec:
@@ -186,6 +187,7 @@ class Experiment:
             "warmup": self.warmup,
             "batch_size": self.batch_size,
             "query_limit": self.query_limit,
+            "gates": dict(self.gates) if self.gates is not None else None,
         }
 
 
@@ -196,7 +198,9 @@ def _slug(text: str) -> str:
 # -- parsing ----------------------------------------------------------------------------------
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
-_TOP_KEYS = {"experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing"}
+_TOP_KEYS = {
+    "experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing", "gates",
+}  # fmt: skip
 
 
 class _Reader:
@@ -308,6 +312,11 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     query_limit = tm.get("query_limit", int)
     tm.finish()
 
+    gates = table.get("gates")
+    if gates is not None and not isinstance(gates, Mapping):
+        problems.append(ConfigProblem("gates", "expected a table ([gates] with file = PATH, or checks = [...])"))
+        gates = None
+
     raw_configs = table.get("configs", [])
     configs = _configs(raw_configs, base, problems)
     names = [c.name for c in configs]
@@ -359,6 +368,7 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         warmup=warmup,
         batch_size=batch_size,
         query_limit=query_limit,
+        gates=gates,
     )
 
 

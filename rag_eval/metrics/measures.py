@@ -287,7 +287,8 @@ def pair_frame(table: pd.DataFrame, caps: Mapping[str, int | None]) -> pd.DataFr
     """
     records = [
         (row["query_id"], row["config"], doc, relevant, got, recall, cap_aware)
-        for row in table[["query_id", "config", "relevant_chunks", "delivered_relevant"]].to_dict("records")
+        for raw in table[["query_id", "config", "relevant_chunks", "delivered_relevant"]].to_dict("records")
+        for row in [{str(k): v for k, v in raw.items()}]
         for doc, relevant, got, recall, cap_aware in same_doc_pairs(row, caps.get(row["config"]))
     ]
     return pd.DataFrame.from_records(records, columns=list(PAIR_COLUMNS))
