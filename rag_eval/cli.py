@@ -220,7 +220,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     text = str(value)
-    return text[:12] if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else text
+    if len(text) >= 32 and all(c in "0123456789abcdef" for c in text):  # a commit or a checksum
+        return text[:12]
+    return text[:16].replace("T", " ") if len(text) > 19 and text[4:5] == "-" and "T" in text else text
 
 
 def _cmd_nightly(args: argparse.Namespace) -> int:

@@ -293,7 +293,8 @@ def run_experiment(
     prep = prepare(exp)
     if earlier is not None and not intersection:
         _check_pairable(exp, prep, earlier)
-    replayed = replay(exp, prep, out, resume=resume, progress=prog)
+    collection = ingest_collection(exp, prep, prog)
+    replayed = replay(exp, prep, collection, out, resume=resume, progress=prog)
     run = summarise(exp, prep, replayed, clock)
     comparison = compare(run, run if against_self else earlier, gate_set, intersection=intersection, notes=notes)
     report = write(exp, prep, replayed, run, comparison)
@@ -325,13 +326,20 @@ def _check_pairable(exp: Experiment, prep: Prepared, earlier: RunData) -> None:
         )
 
 
-def replay(exp: Experiment, prep: Prepared, out: str | Path, *, resume: bool, progress: Progress) -> Replayed:
-    """Ingest (or reuse) the collection, then replay every query under every config into the run store."""
+def ingest_collection(exp: Experiment, prep: Prepared, progress: Progress) -> IngestResult:
+    """Create the collection, or reuse it when its manifest matches."""
     ingested = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=progress.factory)
     progress.log(
         f"collection {ingested.collection}: {'reused' if ingested.reused else 'built'} "
         f"({ingested.reason}; {ingested.rows} rows, {ingested.embedded} texts embedded, {ingested.seconds:.1f} s)"
     )
+    return ingested
+
+
+def replay(
+    exp: Experiment, prep: Prepared, ingested: IngestResult, out: str | Path, *, resume: bool, progress: Progress
+) -> Replayed:
+    """Replay every query under every config into the run store."""
     transformer = KnowledgeQueryTransformer()
     queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
     if exp.query_limit is not None:

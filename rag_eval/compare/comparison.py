@@ -171,8 +171,8 @@ def _units(
         key = ["query_id"]
         base = pairing.base_run.values
         cand = run.values
-    b = base.loc[base["config"] == pairing.baseline].set_index(key)[cols]
-    c = cand.loc[cand["config"] == pairing.candidate].set_index(key)[cols]
+    b = _columns(base.loc[base["config"] == pairing.baseline].set_index(key), cols)
+    c = _columns(cand.loc[cand["config"] == pairing.candidate].set_index(key), cols)
     wanted = set(queries)
     index = b.index.intersection(c.index)
     qids = index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index
@@ -185,6 +185,11 @@ def _units(
     return b.to_numpy(dtype=float).reshape(shape), c.to_numpy(dtype=float).reshape(shape), [str(q) for q in unit_qids]
 
 
+def _columns(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """``frame[cols]``; a column no row defines (no judged query, say) reads as missing values."""
+    return frame.reindex(columns=list(cols))
+
+
 def _changes(metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[str]) -> dict[str, Any]:
     """Queries improved / degraded (per-query change in the better / worse direction) and unchanged."""
     if metric.kind == "rate":
@@ -192,7 +197,7 @@ def _changes(metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[
             per_unit = cand[:, 0] / cand[:, 1] - base[:, 0] / base[:, 1]
     else:
         per_unit = cand - base
-    per_query = pd.Series(per_unit, index=list(qids), dtype=float).groupby(level=0, sort=True).mean()
+    per_query = pd.Series(per_unit, index=list(qids), dtype=float).groupby(level=0, sort=False).mean()
     n_queries = int(per_query.size)
     if metric.higher_is_better is None:
         return {"improved": [], "degraded": [], "unchanged": n_queries}
@@ -267,7 +272,7 @@ def _gates(
 def _own_value(metric: Metric, run: RunData, config: str) -> float:
     """The metric over every unit of one config (an absolute check holds on all of its queries)."""
     frame = run.pairs if metric.unit == "pair" else run.values
-    rows = frame.loc[frame["config"] == config, list(metric.columns)].dropna()
+    rows = _columns(frame.loc[frame["config"] == config], metric.columns).dropna()
     if rows.empty:
         return math.nan
     values = rows.to_numpy(dtype=float)

@@ -329,10 +329,10 @@ def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        raise GatesError(
-            f"not valid TOML: {exc.msg if hasattr(exc, 'msg') else exc}", path=str(path), line=line
-        ) from exc
+        where = re.search(r"\(at line (\d+), column \d+\)", str(exc))  # tomllib keeps the position in the text
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        line = int(where.group(1)) if where else None
+        raise GatesError(f"not valid TOML: {message}", path=str(path), line=line) from exc
     unknown = [k for k in table if k != "gates"]
     if unknown or not isinstance(table.get("gates"), dict):
         first = unknown[0] if unknown else "gates"
@@ -382,11 +382,10 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
     if not isinstance(raw_checks, list):
         raise GatesError("checks must be an array of strings", path=path, line=_line_of_key(text, "checks"))
     checks: list[AbsoluteCheck | RelativeCheck] = []
-    start = 0
+    offset = 0
     for raw in raw_checks:
-        line = _line_of_text(text, str(raw), start) or _line_of_key(text, "checks")
-        start = line or start
-        checks.append(parse_check(raw, path=path, line=line))
+        line, offset = _locate(text, str(raw), offset)
+        checks.append(parse_check(raw, path=path, line=line or _line_of_key(text, "checks")))
     seen: dict[tuple[str, tuple[tuple[str, str], ...]], int | None] = {}
     for c in checks:
         same = (c.id.split(" for ")[0], c.selector)
@@ -410,13 +409,13 @@ def _line_of_key(text: str, key: str) -> int | None:
     return None
 
 
-def _line_of_text(text: str, needle: str, start: int) -> int | None:
-    """The first line at or after ``start`` where a check's text is written (TOML keeps no positions)."""
-    lines = text.splitlines()
-    for number in range(max(start, 1), len(lines) + 1):
-        if needle.strip() and needle.strip() in lines[number - 1]:
-            return number
-    return None
+def _locate(text: str, needle: str, offset: int) -> tuple[int | None, int]:
+    """(line, offset after it) of a check's text at or after ``offset`` (TOML keeps no positions)."""
+    needle = needle.strip()
+    at = text.find(needle, offset) if needle else -1
+    if at < 0:
+        return None, offset
+    return text.count("\n", 0, at) + 1, at + len(needle)
 
 
 def _fmt(value: float | None, *, pct: bool = False) -> str:
