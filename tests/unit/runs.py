@@ -33,7 +33,8 @@ def row(qid: str, cfg: str, *, delivered: Sequence[str], relevant: Sequence[str]
     base.update(
         query_id=qid, config=cfg, query_index=int(qid.lstrip("q") or 0), query_text=f"text {qid}",
         judged=bool(relevant), returned_keys=list(delivered), returned_doc_ids=doc_ids,
-        returned_ranks=list(range(1, len(delivered) + 1)), returned_scores=[1.0 - i / 100 for i in range(len(delivered))],
+        returned_ranks=list(range(1, len(delivered) + 1)),
+        returned_scores=[1.0 - i / 100 for i in range(len(delivered))],
         returned_content_sha=[f"sha-{c}" for c in delivered], returned_chars=[100] * len(delivered),
         member_keys=list(delivered), member_chunks=list(delivered), member_doc_ids=doc_ids,
         member_content_sha=[f"sha-{c}" for c in delivered], member_block=list(range(1, len(delivered) + 1)),
@@ -94,7 +95,7 @@ def pair_rows(n: int, cfg: str, *, lose: int = 0, offset: int = 0, **extra: Any)
     for i in range(n):
         qid = f"q{i + offset}"
         relevant = [f"d{i}#chunk-0", f"d{i}#chunk-1"]
-        delivered = relevant[:1] + [f"x{i}#chunk-0"] if i < lose else [*relevant, f"x{i}#chunk-0"]
+        delivered = [*relevant[:1], f"x{i}#chunk-0"] if i < lose else [*relevant, f"x{i}#chunk-0"]
         out.append(row(qid, cfg, delivered=delivered, relevant=relevant, **extra))
     return out
 

@@ -130,7 +130,9 @@ def test_shipped_gates_and_named_files(tmp_path: Path) -> None:
     named = experiment_gates({"file": "my-gates.toml"}, source=str(exp))
     assert named.source == str(tmp_path / "my-gates.toml") and len(named.checks) == 1
     assert experiment_gates({"file": "nightly"}, source=str(exp)).source == nightly.source
-    exp.write_text('[experiment]\nname = "x"\n\n[gates]\nalpha = 0.01\nchecks = [\n  "cap_compliance == 1",\n  "bad",\n]\n')
+    exp.write_text(
+        '[experiment]\nname = "x"\n\n[gates]\nalpha = 0.01\nchecks = [\n  "cap_compliance == 1",\n  "bad",\n]\n'
+    )
     with pytest.raises(GatesError) as err:
         experiment_gates({"alpha": 0.01, "checks": ["cap_compliance == 1", "bad"]}, source=str(exp))
     assert (err.value.path, err.value.line) == (str(exp), 8)
