@@ -38,9 +38,10 @@ test: $(FULL_STAMP)
 eval: $(STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
 
-# exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure)
+# exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure); MILVUS_URI=http://host:19530
+# runs against a Milvus server instead of embedded Milvus Lite
 nightly: $(STAMP)
-	$(BIN)/rag-eval nightly $(NIGHTLY_EXPERIMENT) --quiet
+	$(BIN)/rag-eval nightly $(NIGHTLY_EXPERIMENT) $(if $(MILVUS_URI),--milvus-uri $(MILVUS_URI)) --quiet
 
 lint: $(STAMP)
 	$(BIN)/ruff check rag_eval tests
