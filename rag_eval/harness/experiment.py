@@ -29,6 +29,10 @@ so every experiment writes under the project's ``reports/``. Example::
     name = "evidence"
     baseline = true
     rag = { retrieve-k = 20, return-n = 5, max-chunks-per-document = 2 }
+
+    [gates]                                     # optional: the shipped default gates otherwise
+    file = "nightly"                            # a gates file (relative to this file) or a shipped name,
+                                                # or inline: checks = ["fail cap_compliance == 1", ...]
 """
 
 from __future__ import annotations
