@@ -228,3 +228,20 @@ def test_absolute_checks() -> None:
     assert sel.applies_to({"name": "e", "pipeline": "evidence", "cap": 2})
     assert not sel.applies_to({"name": "e", "pipeline": "evidence", "cap": 5})
     assert not sel.applies_to({"name": "l", "pipeline": "legacy", "cap": 2})
+
+
+def test_run_refuses_bad_gates_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import SHIPPED
+
+    for checks, where in (('"cap_compliance == 1",\n  "nope"', ":8: check 'nope'"),
+                          ('"chunk:nDCG@20 drop <= 0.02"', ":7: check 'chunk:nDCG@20 drop <= 0.02'")):  # fmt: skip
+        exp = tmp_path / "exp.toml"
+        exp.write_text(
+            f'[experiment]\nname = "x"\n[dataset]\npath = "{SHIPPED}"\n[gates]\nchecks = [\n  {checks},\n]\n'
+            '[[configs]]\nname = "a"\nrag = { retrieve-k = 20 }\n'
+        )
+        out = tmp_path / "out"
+        assert main(["run", str(exp), "--out", str(out), "--milvus-uri", str(tmp_path / "l.db"), "-q"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{exp}{where}" in err, err
+        assert not out.exists() and not (tmp_path / "l.db").exists()
