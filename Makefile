@@ -1,6 +1,7 @@
 # Every target installs what it needs first, so a fresh clone needs nothing else.
 #   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
+#   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
 PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
@@ -9,8 +10,11 @@ STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
 
 CHROMIUM ?= /usr/bin/chromium
+SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
+# ClapNQ when the shared data sets are here, else the shipped knowledge base
+NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-full browser test lint bench eval embeddings dataset clean
+.PHONY: install install-full browser test lint bench eval nightly embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -42,6 +46,11 @@ test: $(FULL_STAMP) browser
 
 eval: $(STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
+
+# exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure); MILVUS_URI=http://host:19530
+# runs against a Milvus server instead of embedded Milvus Lite
+nightly: $(STAMP)
+	$(BIN)/rag-eval nightly $(NIGHTLY_EXPERIMENT) $(if $(MILVUS_URI),--milvus-uri $(MILVUS_URI)) --quiet
 
 lint: $(STAMP)
 	$(BIN)/ruff check rag_eval tests

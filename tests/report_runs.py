@@ -29,7 +29,7 @@ from rag_eval.harness.experiment import ConfigSpec, Experiment, IngestProfile
 from rag_eval.harness.ingest import plan_rows
 from rag_eval.harness.replay import Replayer
 from rag_eval.harness.rows import Truth
-from rag_eval.harness.store import RunStore
+from rag_eval.harness.store import RunStore, json_safe
 from rag_eval.harness.texts import write_texts
 from rag_eval.metrics.measures import summarize
 from rag_eval.search.memory import InMemorySearch
@@ -163,7 +163,7 @@ def synthetic_run(
     config_rows = jobs.config_rows(exp)
     summary_configs, _ = summarize(frame, configs=config_rows, cutoffs=exp.cutoffs)
     provenance = {"git": {"commit": "0" * 40, "dirty": False}, "fingerprint": exp.fingerprint()}
-    summary = jobs._json_safe(
+    summary = json_safe(
         {
             "provenance": provenance,
             "experiment": exp.name,
@@ -210,7 +210,7 @@ def synthetic_run(
     store.write_per_query(table, provenance)
     write_texts(store.dir, table, corpus, dataset)
     store.write_json("summary.json", summary)
-    store.write_json("manifest.json", jobs._json_safe(manifest))
+    store.write_json("manifest.json", json_safe(manifest))
     store.finish()
     if render:
         from rag_eval.reports.html import render_html

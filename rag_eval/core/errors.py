@@ -12,7 +12,9 @@
     │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
     │   │   └── FilterError             the filter expression was refused
     │   ├── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
-    │   └── ReportInputError            a run directory or comparison file a report reads is missing or malformed
+    │   ├── ReportInputError            a run directory or comparison file a report reads is missing or malformed
+    │   ├── GatesError                  a gates file or check: path, line, the check
+    │   └── RunDirectoryError           a run directory is missing, unreadable, or does not pair with another
     └── InfrastructureError             exit 3: the environment failed, the input may be fine
         ├── SearchUnavailableError      server unreachable or timed out (after retries)
         ├── SearchBackendError          a reachable server failed a request without blaming the request
@@ -132,6 +134,28 @@ class ReportInputError(InputError):
         self.field = field
         where = f"{path}: field {field!r}" if field else path
         super().__init__(f"{where}: {message}")
+
+
+class GatesError(InputError):
+    """A gates file or one of its checks is wrong; names the file, the line (1-based) and the check."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, check: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        self.check = check
+        where = path if line is None else f"{path}:{line}"
+        if check:
+            where += f": check {check!r}"
+        super().__init__(f"{where}: {message}")
+
+
+class RunDirectoryError(InputError):
+    """A run directory cannot be compared: missing files, unreadable, or over different data or queries."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
 
 
 class SearchUnavailableError(InfrastructureError):

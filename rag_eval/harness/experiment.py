@@ -29,6 +29,10 @@ so every experiment writes under the project's ``reports/``. Example::
     name = "evidence"
     baseline = true
     rag = { retrieve-k = 20, return-n = 5, max-chunks-per-document = 2 }
+
+    [gates]                                     # optional: the shipped default gates otherwise
+    file = "nightly"                            # a gates file (relative to this file) or a shipped name,
+                                                # or inline: checks = ["fail cap_compliance == 1", ...]
 """
 
 from __future__ import annotations
@@ -139,6 +143,7 @@ class Experiment:
     query_limit: int | None = None
     production_cap: int | None = None  # the cap legacy configs are checked against; None: the evidence configs'
     drilldown_queries: int | None = None  # queries in the HTML report's drill-down (None: its default)
+    gates: Mapping[str, Any] | None = None  # the [gates] table as written; rag_eval.compare reads it
 
     @property
     def baseline_spec(self) -> ConfigSpec:
@@ -225,6 +230,7 @@ class Experiment:
             "batch_size": self.batch_size,
             "query_limit": self.query_limit,
             "report": {"drilldown_queries": self.drilldown_queries},
+            "gates": dict(self.gates) if self.gates is not None else None,
         }
 
 
@@ -232,8 +238,9 @@ class Experiment:
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 _TOP_KEYS = {
-    "experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing", "report"
-}
+    "experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing", "report",
+    "gates",
+}  # fmt: skip
 
 
 class _Reader:
@@ -353,6 +360,10 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     rp.finish()
     if drilldown_queries is not None and drilldown_queries < 1:
         problems.append(ConfigProblem("report.drilldown_queries", "must be >= 1"))
+    gates = table.get("gates")
+    if gates is not None and not isinstance(gates, Mapping):
+        problems.append(ConfigProblem("gates", "expected a table ([gates] with file = PATH, or checks = [...])"))
+        gates = None
 
     raw_configs = table.get("configs", [])
     configs = _configs(raw_configs, base, problems)
@@ -416,6 +427,7 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         query_limit=query_limit,
         production_cap=production_cap,
         drilldown_queries=drilldown_queries,
+        gates=gates,
     )
 
 

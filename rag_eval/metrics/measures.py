@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rag_eval.core.identity import key_kind
+from rag_eval.harness.rows import LATENCY_COLUMNS
 
 
 def first_occurrences(items: Iterable[str]) -> list[str]:
@@ -381,3 +382,76 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
     frame[lost] = frame[lost].fillna(0).astype(int)
     frame.index.name = "config"
     return frame
+
+
+# -- units of comparison ----------------------------------------------------------------------
+
+PAIR_COLUMNS = ("query_id", "config", "doc_id", "relevant", "delivered", "recall", "recall_cap_aware")
+
+
+def pair_frame(table: pd.DataFrame, caps: Mapping[str, int | None]) -> pd.DataFrame:
+    """One row per (query, config, document with >= 2 relevant chunks): the units that
+    same-document multi-chunk recall averages over, so a comparison can pair them.
+
+    ``caps``: config -> the cap of the cap-aware recall (None: no cap).
+
+    >>> t = pd.DataFrame([{"query_id": "q", "config": "c", "relevant_chunks": ["d#chunk-0", "d#chunk-1", "e#chunk-0"],
+    ...                    "delivered_relevant": ["d#chunk-1"]}])
+    >>> pair_frame(t, {"c": 1})[["doc_id", "relevant", "delivered", "recall", "recall_cap_aware"]].to_dict("records")
+    [{'doc_id': 'd', 'relevant': 2, 'delivered': 1, 'recall': 0.5, 'recall_cap_aware': 1.0}]
+    """
+    records = [
+        (row["query_id"], row["config"], doc, relevant, got, recall, cap_aware)
+        for raw in table[["query_id", "config", "relevant_chunks", "delivered_relevant"]].to_dict("records")
+        for row in [{str(k): v for k, v in raw.items()}]
+        for doc, relevant, got, recall, cap_aware in same_doc_pairs(row, caps.get(row["config"]))
+    ]
+    return pd.DataFrame.from_records(records, columns=list(PAIR_COLUMNS))
+
+
+def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
+    """The most delivered chunks sharing one stored doc id; a chunk without a doc id is its own
+    document (D3's bucket rule), so it counts once.
+
+    >>> max_chunks_per_document(["a", "b", "a", "", "", "a"])
+    3
+    >>> max_chunks_per_document(["", ""]), max_chunks_per_document([])
+    (1, 0)
+    """
+    counts = Counter(d for d in doc_ids if d)
+    return max(counts.values(), default=1 if len(doc_ids) else 0)
+
+
+def query_values(table: pd.DataFrame, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
+    """Every per-query value a comparison pairs on, one row per (query, config): the columns of
+    :func:`per_query_frame`, and
+
+    ``cap_ok``            1.0 when no stored doc id has more delivered chunks than the cap it is checked
+                          against (NaN when there is none); ``cap_ok_true`` the same by true document
+    ``max_doc_chunks``    :func:`max_chunks_per_document` of the delivered chunks
+    ``return_n_ok``       1.0 when at most return-n blocks were delivered
+    ``guard_refs``        distinct chunk references; ``guard_ok`` those EvidenceGuard maps 1:1
+    ``payload_chars``, ``n_blocks`` and the latency columns (microseconds) as the table has them
+
+    ``configs``: dicts with ``name``, ``cap``, ``cap_aware`` and ``return_n`` (see :func:`summarize`).
+    """
+    by_name = {c["name"]: c for c in configs}
+    frame = per_query_frame(
+        table, cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
+    ).drop(columns=["_pairs"])
+    return_n = table["config"].map(lambda name: by_name[name]["return_n"])
+    max_chunks = table["member_doc_ids"].map(lambda ids: max_chunks_per_document(list(ids)))
+    extra = pd.DataFrame(
+        {
+            "max_doc_chunks": max_chunks.astype(float).to_numpy(),
+            "return_n_ok": (table["n_blocks"] <= return_n).astype(float).to_numpy(),
+            "guard_refs": table["guard_references"].astype(float).to_numpy(),
+            "guard_ok": (table["guard_references"] - table["guard_violations"]).astype(float).to_numpy(),
+            "payload_chars": table["payload_chars"].astype(float).to_numpy(),
+            "n_blocks": table["n_blocks"].astype(float).to_numpy(),
+            **{col: table[col].astype(float).to_numpy() for col in LATENCY_COLUMNS},
+        },
+        index=frame.index,
+    )
+    return pd.concat([frame, extra], axis=1)
+
