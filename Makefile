@@ -1,14 +1,16 @@
 # Every target installs what it needs first, so a fresh clone needs nothing else.
 #   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
+#   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
 PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
+MUTATE_STAMP := $(VENV)/.installed-mutate
 
-.PHONY: install install-full test lint bench eval embeddings dataset clean
+.PHONY: install install-full test lint bench mutate eval embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -22,6 +24,11 @@ $(FULL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
 	$(BIN)/python -m pip install --quiet -e '.[dev,server,embed]'
 	@touch $(FULL_STAMP)
+
+# the mutation testing tool on top of the core install
+$(MUTATE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutate]'
+	@touch $(MUTATE_STAMP)
 
 install: $(STAMP)
 
@@ -38,6 +45,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# known one-line bugs must be caught, then mutmut over core, metrics and harness/rows.py with the fast
+# tests; every mutant no test kills must be listed in tests/mutation/equivalent.toml (see its README)
+mutate: $(MUTATE_STAMP)
+	$(BIN)/python -m tests.mutation.run
+
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/benchmarks --benchmark-enable --benchmark-only
 
@@ -48,4 +60,4 @@ dataset: $(STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants
