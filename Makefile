@@ -2,19 +2,21 @@
 #   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
+#   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
 PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
+MUTATE_STAMP := $(VENV)/.installed-mutate
 
 CHROMIUM ?= /usr/bin/chromium
 SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-full browser test lint bench eval nightly embeddings dataset clean
+.PHONY: install install-full browser test lint bench mutate eval nightly embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -28,6 +30,11 @@ $(FULL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
 	$(BIN)/python -m pip install --quiet -e '.[dev,server,embed]'
 	@touch $(FULL_STAMP)
+
+# the mutation testing tool on top of the core install
+$(MUTATE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutate]'
+	@touch $(MUTATE_STAMP)
 
 install: $(STAMP)
 
@@ -57,6 +64,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# known one-line bugs must be caught, then mutmut over core, metrics and harness/rows.py with the fast
+# tests; every mutant no test kills must be listed in tests/mutation/equivalent.toml (see its README)
+mutate: $(MUTATE_STAMP)
+	$(BIN)/python -m tests.mutation.run
+
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/benchmarks --benchmark-enable --benchmark-only
 
@@ -67,4 +79,4 @@ dataset: $(STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

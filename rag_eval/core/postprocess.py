@@ -23,6 +23,7 @@ duplicates (stage ``document_dedup``).
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -87,8 +88,8 @@ class PostProcessOutcome:
 
 
 def sort_candidates(candidates: Iterable[RetrievedEvidenceCandidate]) -> list[RetrievedEvidenceCandidate]:
-    """The documented order: score desc (NaN last), original rank asc, key asc."""
-    return sorted(candidates, key=lambda c: (-sort_score(c.score), c.original_rank, c.key))
+    """The documented order: score desc (NaN last, after minus infinity too), original rank asc, key asc."""
+    return sorted(candidates, key=lambda c: (math.isnan(c.score), -sort_score(c.score), c.original_rank, c.key))
 
 
 def _merge_reasons(a: tuple[HitReason, ...], b: tuple[HitReason, ...]) -> tuple[HitReason, ...]:

@@ -599,10 +599,17 @@ def _manifest_json(manifest: Mapping[str, Any], uri: str) -> str:
 class MilvusStore(PortBase):
     """Creates, fills and describes one rag_eval collection (Lite path or server URI).
 
-    >>> with MilvusStore("reports/milvus.db", "kb") as store:  # doctest: +SKIP
-    ...     store.create(dim=384, index=IndexSpec(), manifest={"dataset_sha256": "..."})
-    ...     store.insert(rows, on_batch=progress.advance)
+    >>> import tempfile
+    >>> rows = [ChunkRow(vector_id=i + 1, doc_id="lag", chunk_index=i, content=text, title="Replica lag",
+    ...                  source="kb/lag.md", category="db", start=None, end=None, vector=vector)
+    ...         for i, (text, vector) in enumerate([("Check the SQL thread.", [1.0, 0.0]),
+    ...                                              ("Raise the relay log limit.", [0.6, 0.8])])]
+    >>> with tempfile.TemporaryDirectory() as tmp, MilvusStore(f"{tmp}/milvus.db", "kb") as store:
+    ...     store.create(dim=2, index=IndexSpec.flat(), manifest={"dataset": "incident-kb"})
+    ...     inserted = store.insert(rows, batch_size=1)
     ...     store.finalize()
+    ...     (inserted, store.count(), store.read_manifest())
+    (2, 2, {'dataset': 'incident-kb'})
     """
 
     def __init__(
@@ -895,8 +902,20 @@ class MilvusSearch(PortBase):
     ``encoder`` turns query texts into vectors. Opening connects, checks the collection and its index
     against ``index``, and loads it (unless ``load=False``); errors are the project's own.
 
-    >>> with MilvusSearch("reports/milvus.db", "kb", encoder=embed) as port:  # doctest: +SKIP
-    ...     hits = port.search(KnowledgeSearchRequest(query="replication lag", top_k=10))
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> with MilvusStore(f"{tmp.name}/milvus.db", "kb") as store:
+    ...     store.create(dim=2, index=IndexSpec.flat(), manifest={})
+    ...     inserted = store.insert(
+    ...         ChunkRow(vector_id=i + 1, doc_id="lag", chunk_index=i, content=f"chunk {i}", title="", source="",
+    ...                  category="db", start=None, end=None, vector=vector)
+    ...         for i, vector in enumerate([[1.0, 0.0], [0.6, 0.8]]))
+    ...     store.finalize()
+    >>> with MilvusSearch(f"{tmp.name}/milvus.db", "kb", encoder=lambda texts: [[0.8, 0.6] for _ in texts]) as port:
+    ...     hits = port.search(KnowledgeSearchRequest(query="replica lag", top_k=10))
+    >>> [(h.id, h.doc_id, h.chunk_index, h.source, round(h.score, 2)) for h in hits]
+    [('2', 'lag', 1, None, 0.96), ('1', 'lag', 0, None, 0.8)]
+    >>> tmp.cleanup()
     """
 
     def __init__(
