@@ -399,6 +399,10 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+
+    if hasattr(signal, "SIGXFSZ"):  # a file-size limit (ulimit -f) fails the write (exit 3), not the process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Command | None = getattr(args, "func", None)
