@@ -82,8 +82,9 @@ def _interrupted_run(tmp_path: Path, dataset: Path, uri: str) -> Path:
 
 
 def _resume(tmp_path: Path, dataset: Path, uri: str) -> subprocess.CompletedProcess[str]:
+    evidence = SHIPPED / "experiments" / "configs" / "evidence.properties"
     return cli(
-        "run", "--dataset", str(dataset), "--config", f"e={SHIPPED / 'experiments' / 'configs' / 'evidence.properties'}",
+        "run", "--dataset", str(dataset), "--config", f"e={evidence}",
         "--milvus-uri", uri, "--out", str(tmp_path / "run"), "-q", "--resume", cwd=tmp_path,
     )  # fmt: skip
 
