@@ -52,7 +52,7 @@ from rag_eval.reports.junit import render_junit
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.reports.summary import render_summary
 from rag_eval.search.milvus import MilvusSearch, MilvusStore
-from rag_eval.search.milvus_schema import BackendInfo
+from rag_eval.search.milvus_schema import BackendInfo, redact_uri
 
 REGENERATE_HINT = "run `make embeddings` (or `rag-eval embed DATASET`) to rebuild them"
 
@@ -617,6 +617,17 @@ def nightly(
         accept(out, root=accepted_root)
     append_history(RunData.from_dir(out), exit_code=result.exit_code, path=history)
     return NightResult(dir=out, accepted=accepted, first=first, run=result)
+
+
+def describe(exp: Experiment, out: Path) -> str:
+    """The settings a run uses, defaults included, in one line for the start of the run."""
+    configs = ", ".join(f"{c.name} ({c.config.pipeline.value})" for c in exp.configs)
+    return (
+        f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
+        f"embedder {exp.embedder_model}, ingest profile {exp.profile.name}, Milvus {redact_uri(exp.resolved_uri)} "
+        f"(index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline {exp.baseline}, "
+        f"queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
+    )
 
 
 def _cap_label(cfg: dict[str, Any]) -> str:
