@@ -49,14 +49,11 @@ from rag_eval.core.errors import (
 )
 from rag_eval.harness import provenance
 from rag_eval.harness.experiment import ConfigSpec
+from rag_eval.harness.load_file import SCHEMA_VERSION
 from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.harness.load_worker import WindowResult, WorkerSetup, init_worker, ready, run_window
 from rag_eval.search.milvus_schema import is_server_uri, redact_uri
 
-SCHEMA_VERSION = 1
-LOAD_FILE = "load.json"
-REQUESTS_FILE = "load_requests.parquet"
-SUMMARY_FILE = "load.md"
 STAGES = ("search", "e2e")
 PERCENTILES = (50, 95, 99)
 OFFSET_STRIDE = 7919  # a prime: each round starts its processes at other queries than the round before
