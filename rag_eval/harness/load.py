@@ -42,16 +42,21 @@ import psutil
 import pyarrow as pa
 
 from rag_eval.core.errors import (
+    ConfigError,
+    ConfigProblem,
     LoadClientError,
     SearchRequestError,
     SearchUnavailableError,
     UnsupportedFeatureError,
 )
+from rag_eval.core.transform import KnowledgeQueryTransformer
+from rag_eval.embed.embedders import VectorResolver
 from rag_eval.harness import provenance
-from rag_eval.harness.experiment import ConfigSpec
+from rag_eval.harness.experiment import ConfigSpec, Experiment
 from rag_eval.harness.load_file import SCHEMA_VERSION
 from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.harness.load_worker import WindowResult, WorkerSetup, init_worker, ready, run_window
+from rag_eval.search.milvus import MilvusStore
 from rag_eval.search.milvus_schema import is_server_uri, redact_uri
 
 STAGES = ("search", "e2e")
@@ -344,3 +349,77 @@ def loadavg() -> list[float] | None:
         return [round(v, 2) for v in psutil.getloadavg()]
     except (OSError, AttributeError):
         return None
+
+
+# -- the measurement as a step ------------------------------------------------------------------
+
+
+def chosen_configs(exp: Experiment, settings: LoadSettings) -> tuple[ConfigSpec, ...]:
+    """The configs to load, in the experiment's order (all of them unless ``settings.configs`` names some)."""
+    wanted = set(settings.configs)
+    return tuple(c for c in exp.configs if not wanted or c.name in wanted)
+
+
+def load_step(
+    exp: Experiment,
+    *,
+    queries: Sequence[str],
+    resolver: VectorResolver,
+    collection: str,
+    settings: LoadSettings,
+    run: Mapping[str, Any] | None = None,
+    tick: Tick | None = None,
+    log: Callable[[str], None] | None = None,
+) -> LoadResult:
+    """Measure ``exp``'s configs under load on its collection and return what ``load.json`` says.
+
+    ``queries`` are the raw query texts (the data set's, ``query_limit`` applied); their vectors come
+    from ``resolver`` as the replay's do. ``run`` names the run the measurement belongs to
+    (``{"started", "fingerprint"}`` of its manifest), None for a measurement on its own.
+    """
+    uri = exp.resolved_uri
+    refuse_lite(uri)
+    if not queries:
+        raise ConfigError([ConfigProblem("queries", "no queries to replay under load")], path=exp.source)
+    transformer = KnowledgeQueryTransformer()
+    normalized = [transformer.transform(q).normalized_query for q in queries]
+    vectors = np.asarray(resolver.resolve(normalized), dtype=np.float32)
+    specs = chosen_configs(exp, settings)
+    with MilvusStore(uri, collection, token_env=exp.token_env, timeout=exp.timeout) as store:
+        backend = store.backend()
+    setup = WorkerSetup(
+        uri=uri, collection=collection, token_env=exp.token_env, timeout=exp.timeout, index=exp.index,
+        configs=specs, queries=tuple(queries), normalized=tuple(normalized), vectors=vectors, warmup=settings.warmup,
+    )  # fmt: skip
+    clock = provenance.Clock.start()
+    start_load = loadavg()
+    windows, levels = measure(setup, settings, tick=tick, log=log)
+    identity = {
+        "experiment": exp.name,
+        "source": exp.source,
+        "run": dict(run) if run is not None else {"started": None, "fingerprint": None},
+        "milvus": {
+            "uri": redact_uri(uri),
+            "collection": collection,
+            "backend": backend.kind,
+            "server_version": backend.server_version,
+            "pymilvus": backend.pymilvus_version,
+            "index": exp.index.to_json(),
+        },
+        "configs": [
+            {
+                "name": s.name,
+                "hash": s.config_hash(),
+                "mode": s.mode.value,
+                "pipeline": s.config.pipeline.value,
+                "retrieve_k": s.config.retrieve_k,
+                "return_n": s.config.return_n,
+                "what_if": s.what_if,
+            }
+            for s in specs
+        ],
+    }
+    machine_load = {"loadavg_start": start_load, "loadavg_end": loadavg(), "levels": levels}
+    return build_result(
+        windows, settings=settings, setup=setup, identity=identity, clock=clock, machine_load=machine_load
+    )
