@@ -115,6 +115,9 @@ def render_context(data: RunData, *, max_queries: int | None = None) -> dict[str
         "baseline": data.baseline,
         "compare": compare,
         "verdict": verdict(summary, compare),
+        "models": {
+            str(c.get("name")): str(c.get("models", "")) for c in manifest.get("configs") or () if c.get("models")
+        },
         "exit_code": compare.get("exit_code") if compare else None,
         "candidates": [c.candidate for c in verdict(summary, compare)],
         "table": metric_table(summary, compare),
