@@ -302,6 +302,68 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
     return night.exit_code
 
 
+def _cmd_load(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rag_eval import jobs
+    from rag_eval.harness.load_settings import LoadSettings, with_flags
+    from rag_eval.reports.load import load_rows
+    from rag_eval.search.milvus_schema import redact_uri
+
+    exp = _experiment(args)
+    settings = with_flags(
+        exp.load or LoadSettings(), concurrency=args.concurrency, duration=args.duration,
+        max_searches=args.max_searches, rounds=args.rounds, warmup=args.warmup,
+        configs=[c.strip() for c in args.configs.split(",")] if args.configs is not None else None,
+        known_configs=[c.name for c in exp.configs],
+    )  # fmt: skip
+    if args.out:
+        out = Path(args.out)
+    else:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        out = Path("reports") / "load" / f"{exp.name}-{stamp}"
+    progress = jobs.Progress(quiet=args.quiet)
+    progress.log(
+        f"load: {exp.name} on Milvus {redact_uri(exp.resolved_uri)}, clients {list(settings.concurrency)}, "
+        f"{settings.duration_s:g} s per config and level in {settings.rounds} rounds"
+        + (f", at most {settings.max_searches} lookups" if settings.max_searches else "")
+        + f"; output {out}"
+    )
+    with progress.running():
+        result = jobs.load(exp, out, settings=settings, progress=progress)
+    doc = result.document
+    machine_load = doc["machine_load"]
+    title = (
+        f"latency under load: {doc['experiment']} (Milvus {doc['milvus']['backend']} "
+        f"{doc['milvus']['server_version']}, {doc['machine']['cpus']} CPUs, load average "
+        f"{machine_load['loadavg_start']} -> {machine_load['loadavg_end']})"
+    )
+    table = Table(title=escape(title))
+    columns = ("config", "clients", "QPS", "scaling", "search p50/p95/p99 ms", "e2e p50/p95/p99 ms",
+               "client CPU/process", "machine CPU busy")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for r in load_rows(doc):
+        table.add_row(
+            escape(r["config"]), str(r["clients"]), r["qps"], r["scaling"],
+            f"{r['search_p50']}/{r['search_p95']}/{r['search_p99']}", f"{r['e2e_p50']}/{r['e2e_p95']}/{r['e2e_p99']}",
+            r["client_cpu"], r["machine_busy"],
+        )  # fmt: skip
+    console = Console(width=150)
+    console.print(table)
+    for note in doc.get("notes", []):
+        console.print(f"note: {escape(note)}")
+    belongs = bool((doc.get("run") or {}).get("started"))
+    console.print(f"wrote load.json, load.md and load_requests.parquet to {escape(str(out))}")
+    if belongs:
+        console.print(
+            f"the run's report.html now shows the curve; apply load gates with: rag-eval compare {escape(str(out))}"
+        )
+    return EXIT_OK
+
+
 def _add_experiment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", nargs="?", help="experiment TOML file (optional with --dataset)")
     p.add_argument("--dataset", help="BEIR data set directory (overrides the experiment's)")
@@ -400,6 +462,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accepted-dir", default="reports/accepted", help="where accepted baselines are kept")
     p.add_argument("--history", default="reports/history.parquet", help="the history file")
     p.set_defaults(func=_cmd_nightly)
+
+    p = sub.add_parser(
+        "load",
+        help="latency under concurrent load on a Milvus server: QPS and p50/p95/p99 per client count and config",
+    )
+    _add_experiment_args(p)
+    p.add_argument(
+        "--concurrency", metavar="N[,N...]",
+        help="client processes per level, each with its own Milvus client (default: the experiment's [load], "
+        "else 1,2,4,8; at most 64)",
+    )  # fmt: skip
+    p.add_argument("--duration", type=float, metavar="SECONDS",
+                   help="seconds per config and level (default: [load], else 10; at most 600)")  # fmt: skip
+    p.add_argument("--max-searches", type=int, metavar="N", help="at most N lookups per config and level")
+    p.add_argument(
+        "--rounds", type=int, metavar="R",
+        help="windows per config and level, configs alternating (default: [load], else 5; 2..20)",
+    )  # fmt: skip
+    p.add_argument("--warmup", type=int, metavar="N", help="unrecorded lookups per process and config (default 5)")
+    p.add_argument("--configs", metavar="NAME[,NAME...]", help="the configs to load (default: all)")
+    p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
+    p.add_argument(
+        "--out",
+        help="where load.json goes: a finished run directory (its report then shows the curve and its gates can "
+        "hold it) or a new directory (default: a new reports/load/<experiment>-<UTC time>)",
+    )
+    p.set_defaults(func=_cmd_load)
 
     p = sub.add_parser("embed", help="write a data set's precomputed vectors (needs the embed extra)")
     p.add_argument("dataset", help="BEIR data set directory; vectors go to DATASET/vectors/")

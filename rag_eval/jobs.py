@@ -7,10 +7,11 @@ errors to exit codes.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +39,28 @@ from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, chunk_qrels
 from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
+from rag_eval.embed.store import write_atomic as atomic_write_parquet
 from rag_eval.harness import provenance
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
+from rag_eval.harness.load import LoadResult, load_step, refuse_lite
+from rag_eval.harness.load_file import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
+from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.harness.replay import Replayer, batches
 from rag_eval.harness.rows import Truth
-from rag_eval.harness.store import RunStore, atomic_write_json, atomic_write_text, json_safe
+from rag_eval.harness.store import (
+    RunStore,
+    atomic_write_json,
+    atomic_write_text,
+    is_finished,
+    json_safe,
+)
 from rag_eval.harness.texts import write_texts
 from rag_eval.harness.whatif import WHAT_IF_NOTES
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
 from rag_eval.reports.html import render_html
 from rag_eval.reports.junit import render_junit
+from rag_eval.reports.load import render_load_markdown
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.reports.summary import render_summary
 from rag_eval.search.milvus import MilvusSearch, MilvusStore
@@ -250,6 +262,7 @@ class Replayed:
     ingest: IngestResult
     backend: BackendInfo
     resumed_batches: int
+    load: LoadResult | None = None  # the experiment's [load] measurement, when it has one
 
 
 def config_rows(exp: Experiment) -> list[dict[str, Any]]:
@@ -339,6 +352,8 @@ def run_experiment(
     clock = provenance.Clock.start()
     gate_set = gates if gates is not None else experiment_gates(exp.gates, source=exp.source)
     gate_set.validate(catalog(exp.cutoffs))
+    if exp.load is not None:
+        refuse_lite(exp.resolved_uri)  # before anything is written
     earlier = RunData.from_dir(against) if against is not None else None
     store = RunStore(out)
     store.check_target()
@@ -350,6 +365,9 @@ def run_experiment(
             _check_pairable(exp, prep, earlier)
         collection = ingest_collection(exp, prep, prog)
         replayed = replay(exp, prep, collection, store, resume=resume, progress=prog)
+        if exp.load is not None:
+            started = {"started": clock.started.isoformat(), "fingerprint": exp.fingerprint()}
+            replayed = replace(replayed, load=measure_load(exp, prep, collection, exp.load, run=started, progress=prog))
         run = summarise(exp, prep, replayed, clock)
         comparison = compare(run, run if against_self else earlier, gate_set, intersection=intersection, notes=notes)
         report = write(exp, prep, replayed, run, comparison)
@@ -495,7 +513,8 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
             "configs": summary_configs,
         }
     )
-    return RunData(dir=replayed.store.dir, table=frame, summary=summary, manifest=json_safe(manifest))
+    load = replayed.load.document if replayed.load is not None else None
+    return RunData(dir=replayed.store.dir, table=frame, summary=summary, manifest=json_safe(manifest), load_doc=load)
 
 
 def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, comparison: Comparison) -> Path:
@@ -514,6 +533,8 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
         store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
         write_texts(staging, replayed.table, prep.corpus, prep.dataset)
         store.write_json("summary.json", run.summary)
+        if replayed.load is not None:
+            write_load_files(staging, replayed.load)
         atomic_write_text(staging / "report.md", render_markdown(dict(run.summary), dict(run.manifest)))
         write_comparison(staging, comparison)
         store.write_json("manifest.json", run.manifest)
@@ -527,6 +548,73 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
     store.publish()
     store.finish()
     return store.dir / "report.md"
+
+
+# -- load: latency under concurrent load -----------------------------------------------------------
+
+
+def measure_load(
+    exp: Experiment,
+    prep: Prepared,
+    ingested: IngestResult,
+    settings: LoadSettings,
+    *,
+    run: Mapping[str, Any] | None,
+    progress: Progress,
+) -> LoadResult:
+    """The configs' lookups from N client processes at once, for each N (see rag_eval.harness.load)."""
+    queries = [q.text for q in prep.dataset.queries.values()][: exp.query_limit]
+    n_configs = len(settings.configs) or len(exp.configs)
+    progress.phase("load", len(settings.concurrency) * settings.rounds * n_configs)
+    return load_step(
+        exp, queries=queries, resolver=prep.resolver, collection=ingested.collection, settings=settings, run=run,
+        tick=lambda n: progress.tick("load", n), log=progress.log,
+    )  # fmt: skip
+
+
+def write_load_files(directory: Path, result: LoadResult) -> list[Path]:
+    """``load_requests.parquet``, ``load.md``, then ``load.json`` (what readers look for) last."""
+    files = [directory / REQUESTS_FILE, directory / SUMMARY_FILE, directory / LOAD_FILE]
+    (directory / LOAD_FILE).unlink(missing_ok=True)  # until the new one is in, no stale figures are read
+    try:
+        atomic_write_parquet(files[0], result.requests)
+        atomic_write_text(files[1], render_load_markdown(json_safe(result.document)))
+        atomic_write_json(files[2], result.document)
+    except OSError as exc:
+        for path in files:
+            path.unlink(missing_ok=True)
+        raise RunStoreError(f"cannot write the load measurement: {exc.strerror or exc}", path=str(directory)) from exc
+    return files
+
+
+def load(exp: Experiment, out: str | Path, *, settings: LoadSettings, progress: Progress | None = None) -> LoadResult:
+    """``rag-eval load``: measure, then write ``load.json`` (and the per-lookup table, ``load.md``) into
+    ``out``. When ``out`` is a finished run directory, the measurement belongs to that run: its HTML
+    report is rendered again with the curve, and ``rag-eval compare`` applies the load gates."""
+    prog = progress or Progress(quiet=True)
+    refuse_lite(exp.resolved_uri)
+    store = RunStore(out)
+    store.check_target()
+    with store.locked():
+        run = _run_of(store.dir)
+        prep = prepare(exp)
+        collection = ingest_collection(exp, prep, prog)
+        result = measure_load(exp, prep, collection, settings, run=run, progress=prog)
+        write_load_files(store.dir, result)
+        if run is not None:
+            render_html(store.dir)
+    return result
+
+
+def _run_of(directory: Path) -> dict[str, Any] | None:
+    """The start and fingerprint of the finished run in ``directory``, or None when there is none."""
+    if not (is_finished(directory) and (directory / "manifest.json").is_file()):
+        return None
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunDirectoryError(f"cannot read the run's manifest: {exc}", path=str(directory)) from exc
+    return {"started": manifest.get("started"), "fingerprint": manifest.get("fingerprint")}
 
 
 def write_comparison(directory: str | Path, comparison: Comparison) -> list[Path]:

@@ -22,6 +22,8 @@ import pandas as pd
 
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
+from rag_eval.compare.load_gates import LoadSource, is_load_metric
+from rag_eval.compare.load_gates import evaluate as evaluate_load
 from rag_eval.compare.rundir import RunData, common_queries, differences, pairings
 from rag_eval.compare.stats import Paired, Settings, aggregate, holm, paired_compare, required_resamples
 from rag_eval.core.errors import RunDirectoryError
@@ -247,12 +249,24 @@ def _gates(
 ) -> list[list[GateResult]]:
     relative: list[tuple[int, RelativeCheck, Metric, Paired]] = []
     out: list[list[GateResult | None]] = []
+    configs = [{**run.config(p.candidate), "name": p.candidate} for p in plan]
+    load_family = sum(1 for c in configs for k in gates.checks if is_load_metric(k.metric) and k.applies_to(c))
+    sources: dict[int, LoadSource] = {}
     for i, (pairing, rows) in enumerate(zip(plan, results, strict=True)):
         by_name = {m.name: (m, p) for m, p, _ in rows}
-        config = {**run.config(pairing.candidate), "name": pairing.candidate}
+        config = configs[i]
         slots: list[GateResult | None] = []
         for check in gates.checks:
             if not check.applies_to(config):
+                continue
+            if is_load_metric(check.metric):  # from load.json, judged against the noise between rounds
+                mine = sources.setdefault(id(run), LoadSource(run))
+                base = sources.setdefault(id(pairing.base_run), LoadSource(pairing.base_run))
+                result = evaluate_load(
+                    check, candidate=pairing.candidate, baseline=pairing.baseline, run=mine, base=base,
+                    settings=settings, family=load_family,
+                )  # fmt: skip
+                slots.append(result)
                 continue
             metric, paired = by_name[check.metric]
             if isinstance(check, AbsoluteCheck):

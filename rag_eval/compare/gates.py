@@ -21,7 +21,11 @@ A check is ``[fail|warn] METRIC CONDITION [for SELECTOR]`` (severity ``fail`` wh
   the threshold relative to the baseline's value (a ratio for percentiles and latency). It fires
   when the change is beyond the threshold *and* significant (see :class:`RelativeCheck`);
 - ``for`` limits a check to configs: a name glob (``evidence*``) or ``KEY=GLOB`` pairs separated
-  by commas over ``name``, ``pipeline``, ``mode``, ``retrieve_k``, ``return_n``, ``cap``.
+  by commas over ``name``, ``pipeline``, ``mode``, ``retrieve_k``, ``return_n``, ``cap``;
+- a latency threshold may carry a unit, ``us``, ``ms`` or ``s`` (a bare number is microseconds);
+- ``load:STAGE:pQ@N`` and ``load:qps@N`` hold the latency percentile or the throughput measured with
+  N concurrent clients (``load.json``; see :mod:`rag_eval.compare.load_gates`), e.g.
+  ``fail load:e2e:p99@4 <= 50ms`` or ``fail load:e2e:p99@4 growth <= 20%``.
 
 >>> check = parse_check("warn same_doc_multi_chunk_recall drop <= 0.02", path="g.toml", line=3)
 >>> check.severity, check.metric, check.threshold, check.id
@@ -55,7 +59,7 @@ _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _SPEC = re.compile(
     rf"^(?:(?P<severity>fail|warn)\s+)?(?P<metric>\S+)\s+"
     rf"(?:(?P<direction>drop|growth|rise)\s*<=\s*|(?P<op>==|!=|<=|>=|<|>)\s*)"
-    rf"(?P<number>{_NUMBER})(?P<pct>%)?(?:\s+for\s+(?P<selector>.+?))?\s*$"
+    rf"(?P<number>{_NUMBER})\s*(?P<unit>%|ms|us|µs|s)?(?:\s+for\s+(?P<selector>.+?))?\s*$"
 )
 _OPS: Mapping[str, Callable[[float, float], bool]] = {
     "==": lambda a, b: math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12),
@@ -66,6 +70,8 @@ _OPS: Mapping[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
 }
 _STANDARD = re.compile(r"^(chunk|doc):(?:(?:P|R|nDCG|Success)@[1-9]\d*|RR)$")
+_TIME_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}  # to microseconds, the unit of every latency figure
+_LOAD_NAME = re.compile(r"^load:(?:(?:search|e2e):p(?:50|95|99)|qps)@[1-9]\d{0,3}$")  # see compare.load_gates
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,6 +231,8 @@ class GateSet:
         """Every check names a metric of this comparison, in a direction that metric has."""
         by_name = {m.name: m for m in metrics}
         for check in self.checks:
+            if check.metric.startswith("load:"):  # read from load.json, checked when parsed
+                continue
             metric = by_name.get(check.metric)
             if metric is None:
                 close = difflib.get_close_matches(check.metric, list(by_name), n=1)
@@ -247,8 +255,8 @@ def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteChe
     m = _SPEC.match(spec.strip())
     if m is None:
         raise GatesError(
-            "expected '[fail|warn] METRIC OP NUMBER[%] [for SELECTOR]' (OP: == != <= >= < >) "
-            "or '[fail|warn] METRIC drop|growth <= NUMBER[%] [for SELECTOR]'",
+            "expected '[fail|warn] METRIC OP NUMBER[%|us|ms|s] [for SELECTOR]' (OP: == != <= >= < >) "
+            "or '[fail|warn] METRIC drop|growth <= NUMBER[%|us|ms|s] [for SELECTOR]'",
             path=path,
             line=line,
             check=spec,
@@ -257,20 +265,40 @@ def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteChe
     number = float(m["number"])
     if not math.isfinite(number):
         raise GatesError("the threshold must be a finite number", path=path, line=line, check=spec)
-    threshold = number / 100 if m["pct"] else number
+    unit = m["unit"]
+    threshold = number / 100 if unit == "%" else number * _TIME_UNITS.get(unit or "", 1.0)
     selector = _selector(m["selector"], spec=spec, path=path, line=line)
     severity: Severity = "warn" if m["severity"] == "warn" else "fail"
-    if metric not in _known_names() and not _STANDARD.match(metric):
+    load = metric.startswith("load:")
+    if load and not _LOAD_NAME.match(metric):
+        raise GatesError(
+            f"unknown load metric {metric!r}: load:search|e2e:p50|p95|p99@N or load:qps@N (N clients, 1..9999)",
+            path=path, line=line, check=spec,
+        )  # fmt: skip
+    if not load and metric not in _known_names() and not _STANDARD.match(metric):
         close = difflib.get_close_matches(metric, sorted(_known_names()), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
         raise GatesError(f"unknown metric {metric!r}{hint}", path=path, line=line, check=spec)
+    timed = metric.startswith("latency:") or (load and not metric.startswith("load:qps"))
+    if unit in _TIME_UNITS and not timed:
+        raise GatesError(f"{unit!r} is a time unit: {metric} is not a latency", path=path, line=line, check=spec)
+    if load and timed and unit == "%" and not m["direction"]:
+        raise GatesError(
+            "a latency limit is a time (us, ms, s); % is for a growth", path=path, line=line, check=spec
+        )  # fmt: skip
     if m["direction"]:
         if threshold < 0:
             raise GatesError("a drop or growth threshold must be >= 0", path=path, line=line, check=spec)
         direction: Literal["drop", "growth"] = "drop" if m["direction"] == "drop" else "growth"
+        if load and (direction == "drop") == timed:
+            right = "growth" if timed else "drop"
+            better = "lower" if timed else "higher"
+            raise GatesError(
+                f"{metric} is better {better}: its regression is a {right}", path=path, line=line, check=spec
+            )  # fmt: skip
         return RelativeCheck(
             spec=spec.strip(), severity=severity, metric=metric, threshold=threshold, selector=selector, path=path,
-            line=line, direction=direction, relative=bool(m["pct"]),
+            line=line, direction=direction, relative=unit == "%",
         )  # fmt: skip
     return AbsoluteCheck(
         spec=spec.strip(), severity=severity, metric=metric, threshold=threshold, selector=selector, path=path,

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from rag_eval.compare.rundir import REQUIRED, RunData
 from rag_eval.core.errors import RunDirectoryError, RunStoreError
 from rag_eval.embed.store import write_atomic as atomic_write_parquet
+from rag_eval.harness.load_file import LOAD_FILE
 from rag_eval.harness.store import MARKER, atomic_write_json
 from rag_eval.metrics.measures import summary_frame
 
@@ -142,7 +143,7 @@ def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         copied = []
-        for name in (*REQUIRED, "report.md", "compare.json"):
+        for name in (*REQUIRED, "report.md", "compare.json", LOAD_FILE):  # load.json: load gates against it
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
                 copied.append(name)

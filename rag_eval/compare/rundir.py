@@ -37,6 +37,7 @@ class RunData:
     table: pd.DataFrame
     summary: Mapping[str, Any]
     manifest: Mapping[str, Any]
+    load_doc: Mapping[str, Any] | None = None  # a load measurement still in memory; else DIR/load.json is read
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> RunData:

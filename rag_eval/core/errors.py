@@ -20,7 +20,8 @@
         ├── SearchBackendError          a reachable server failed a request without blaming the request
         ├── CollectionNotFoundError     collection missing
         ├── CollectionNotLoadedError    collection exists but is not loaded
-        └── RunStoreError               the run directory cannot be written or resumed
+        ├── RunStoreError               the run directory cannot be written or resumed
+        └── LoadClientError             a client process of a load measurement died or never arrived
 
 Messages are one sentence that says what to do; the structured attributes
 (``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details.
@@ -193,3 +194,11 @@ class RunStoreError(InfrastructureError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class LoadClientError(InfrastructureError):
+    """A client process of a load measurement died (killed, out of memory) or never reached the start."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        self.uri = uri
+        super().__init__(message)

@@ -33,6 +33,9 @@ so every experiment writes under the project's ``reports/``. Example::
     [gates]                                     # optional: the shipped default gates otherwise
     file = "nightly"                            # a gates file (relative to this file) or a shipped name,
                                                 # or inline: checks = ["fail cap_compliance == 1", ...]
+
+    [load]                                      # optional: latency under concurrent load (a server only;
+    concurrency = [1, 2, 4, 8]                  # see rag_eval.harness.load_settings)
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from rag_eval.core.lookup import PostProcessor
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 from rag_eval.embed.embedders import DEFAULT_MODEL
+from rag_eval.harness.load_settings import LoadSettings, settings_from_table
 from rag_eval.harness.whatif import WHAT_IFS
 from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, IndexSpec, redact_uri, uri_problem
 
@@ -144,6 +148,7 @@ class Experiment:
     production_cap: int | None = None  # the cap legacy configs are checked against; None: the evidence configs'
     drilldown_queries: int | None = None  # queries in the HTML report's drill-down (None: its default)
     gates: Mapping[str, Any] | None = None  # the [gates] table as written; rag_eval.compare reads it
+    load: LoadSettings | None = None  # the [load] table: `rag-eval run` then measures latency under load too
 
     @property
     def baseline_spec(self) -> ConfigSpec:
@@ -231,6 +236,7 @@ class Experiment:
             "query_limit": self.query_limit,
             "report": {"drilldown_queries": self.drilldown_queries},
             "gates": dict(self.gates) if self.gates is not None else None,
+            "load": self.load.as_dict() if self.load is not None else None,
         }
 
 
@@ -239,7 +245,7 @@ class Experiment:
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 _TOP_KEYS = {
     "experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing", "report",
-    "gates",
+    "gates", "load",
 }  # fmt: skip
 
 
@@ -368,6 +374,18 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     raw_configs = table.get("configs", [])
     configs = _configs(raw_configs, base, problems)
     names = [c.name for c in configs]
+    load = None
+    if "load" in table:
+        if not isinstance(table["load"], Mapping):
+            problems.append(ConfigProblem("load", "expected a table ([load] with concurrency, duration, ...)"))
+        else:
+            load, load_problems = settings_from_table(table["load"])
+            problems += load_problems
+            problems += [
+                ConfigProblem("load.configs", f"{c!r} is not a config name ({', '.join(names)})")
+                for c in load.configs
+                if names and c not in names
+            ]
     if not configs:
         problems.append(ConfigProblem("configs", "at least one [[configs]] entry is required"))
     for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -428,6 +446,7 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         production_cap=production_cap,
         drilldown_queries=drilldown_queries,
         gates=gates,
+        load=load,
     )
 
 

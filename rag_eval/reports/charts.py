@@ -208,3 +208,45 @@ def trend(history: pd.DataFrame, time_column: str, measures: Sequence[tuple[str,
 
 def as_float(value: Any) -> float:
     return math.nan if value is None else float(value)
+
+
+def load_curve(series: Mapping[str, Sequence[tuple[int, float, Any, Any]]]) -> str | None:
+    """Latency under load, per config: p99 against QPS (end to end solid, search dashed; each point
+    labelled with its client count) and QPS against the client count (dotted: linear scaling from one
+    client). ``series``: config -> (clients, QPS, e2e p99 µs, search p99 µs), clients ascending."""
+    if not series or not any(series.values()):
+        return None
+    with rc_context(_RC):
+        fig = _figure(7.6, 3.2, wspace=0.35)
+        left, right = fig.subplots(1, 2)
+        for i, (name, points) in enumerate(series.items()):
+            color = f"C{i}"
+            clients = [p[0] for p in points]
+            qps = [p[1] for p in points]
+            e2e = [math.nan if p[2] is None else p[2] for p in points]
+            search = [math.nan if p[3] is None else p[3] for p in points]
+            left.plot(qps, e2e, marker="o", color=color, label=name)
+            left.plot(qps, search, marker=".", linestyle="--", color=color, linewidth=1)
+            for x, y, n in zip(qps, e2e, clients, strict=True):
+                left.annotate(str(n), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+            right.plot(clients, qps, marker="o", color=color, label=name)
+            one = next((q for c, q in zip(clients, qps, strict=True) if c == 1), None)
+            if one is not None:
+                right.plot(clients, [one * c for c in clients], linestyle=":", color=color, linewidth=1)
+        left.set_yscale("log")
+        left.yaxis.set_major_formatter(FuncFormatter(_us))
+        low, high = left.get_ylim()
+        # a narrow range shows no power of ten: label 2x and 5x ticks then (as the latency chart does)
+        left.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        left.yaxis.set_minor_formatter(FuncFormatter(_us) if high / max(low, 1e-9) < 30 else NullFormatter())
+        left.set_ylabel("p99 latency (log scale)")
+        left.set_xlabel("queries per second")
+        left.set_title("p99 against throughput (solid: end to end; dashed: search)", loc="left")
+        left.legend(loc="best", fontsize=8, frameon=False)
+        top = max(p[1] for points in series.values() for p in points)
+        right.set_ylim(0, top * 1.6)  # the measured curve stays readable; linear scaling runs off the top
+        right.set_xlabel("client processes")
+        right.set_ylabel("queries per second")
+        right.set_xticks(sorted({p[0] for points in series.values() for p in points}))
+        right.set_title("throughput (dotted: linear)", loc="left")
+        return _svg(fig, "load")

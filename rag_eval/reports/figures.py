@@ -23,6 +23,7 @@ from scipy import stats
 
 from rag_eval.metrics.measures import same_doc_pairs
 from rag_eval.reports import charts
+from rag_eval.reports.load import curve_chart
 from rag_eval.reports.measures import flatten_config
 from rag_eval.reports.rundata import TIME_COLUMNS, RunData
 
@@ -172,6 +173,7 @@ def all_charts(data: RunData) -> list[tuple[str, str]]:
         ("Where relevant chunks were lost", waterfall_chart),
         ("Latency per stage", lambda d: charts.latency(d.per_query, d.names)),
         ("Nightly trend", trend_chart),
+        ("Latency under load", lambda d: curve_chart(d.load) if d.load is not None else None),
     ):
         svg = make(data)
         if svg:

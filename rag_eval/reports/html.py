@@ -35,6 +35,7 @@ from rag_eval.core.errors import RunStoreError
 from rag_eval.harness.store import atomic_write_text
 from rag_eval.reports import figures
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
+from rag_eval.reports.load import load_rows
 from rag_eval.reports.measures import loss_label
 from rag_eval.reports.rundata import RunData, load_run
 from rag_eval.reports.tables import config_diff, metric_table, verdict
@@ -125,6 +126,8 @@ def render_context(data: RunData, *, max_queries: int | None = None) -> dict[str
         "config_same": same,
         "hashes": hashes,
         "charts": figures.all_charts(data),
+        "load": data.load,
+        "load_rows": load_rows(data.load) if data.load is not None else [],
         "mismatch": figures.delivered_check(data),
         "drill": drill,
         "drill_json": drill.data,

@@ -24,7 +24,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from rag_eval.core.errors import ReportInputError
+from rag_eval.core.errors import ReportInputError, RunDirectoryError
+from rag_eval.harness.load_file import belongs_to, read_load
 
 COMPARE_FILE = "compare.json"
 TIME_COLUMNS = ("night", "date", "started", "timestamp", "time")
@@ -42,6 +43,7 @@ class RunData:
     spans: pd.DataFrame | None
     compare: dict[str, Any] | None
     history: pd.DataFrame | None
+    load: dict[str, Any] | None = None  # load.json when it belongs to this run (rag-eval load, or a [load] table)
 
     @property
     def names(self) -> list[str]:
@@ -169,7 +171,12 @@ def load_run(
         texts = _read_parquet(data_dir / "texts.parquet")
     if (data_dir / "spans.parquet").is_file():
         spans = _read_parquet(data_dir / "spans.parquet")
+    try:
+        load = read_load(data_dir)
+    except RunDirectoryError as exc:
+        raise ReportInputError(str(exc).split(": ", 1)[-1], path=str(data_dir / "load.json")) from exc
     return RunData(
+        load=load if load is not None and belongs_to(load, manifest) else None,
         dir=data_dir,
         summary=summary,
         manifest=manifest,
