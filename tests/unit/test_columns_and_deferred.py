@@ -86,7 +86,7 @@ def test_a_deferred_tuple_is_built_once_when_first_read() -> None:
 
     d = Deferred(build)
     assert calls == []
-    assert d == (3, 1, 2) and (3, 1, 2) == d and d == Deferred(lambda: (3, 1, 2))
+    assert d == (3, 1, 2) and (3, 1, 2) == d and d == Deferred(lambda: (3, 1, 2))  # noqa: SIM300 (both sides)
     assert d != [3, 1, 2] and d != (3, 1)
     assert sorted(d) == [1, 2, 3] and d.index(2) == 2 and 1 in d and d[1:] == (1, 2)
     assert hash(d) == hash((3, 1, 2)) and repr(d) == "(3, 1, 2)"
