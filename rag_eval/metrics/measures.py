@@ -12,27 +12,49 @@ delivered documents in order of first delivery:
 
 Only judged queries (at least one relevant item) count for these; a judged query with an
 empty payload scores 0. The project's own measures are documented in the README.
+
+The functions on one row (``standard_measures``, ``content_duplicate_breakdown``, ...) state the
+definitions; ``per_query_frame`` and ``summarize`` compute them for a whole table column-wise
+(:mod:`rag_eval.metrics.perquery`), to the same values.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from rag_eval.core.identity import key_kind
+from rag_eval.harness.rows import SCHEMA
+from rag_eval.metrics import perquery
+from rag_eval.metrics.columns import flat_values
+from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of, measure_names
+
+__all__ = [
+    "COPY",
+    "SAME_TEXT",
+    "chunk_ranking",
+    "content_duplicate_breakdown",
+    "doc_of",
+    "doc_ranking",
+    "first_occurrences",
+    "latency_stats",
+    "measure_names",
+    "per_query_frame",
+    "row_identity",
+    "standard_measures",
+    "summarize",
+    "summary_frame",
+]
 
 
 def first_occurrences(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def doc_of(chunk_key: str) -> str:
-    return chunk_key.rsplit("#chunk-", 1)[0]
 
 
 def chunk_ranking(row: Mapping[str, Any]) -> list[str]:
@@ -67,60 +89,6 @@ def standard_measures(ranking: Sequence[str], qrels: Mapping[str, int], cutoffs:
     return out
 
 
-def measure_names(cutoffs: Sequence[int]) -> list[str]:
-    names: list[str] = []
-    for prefix in ("P", "R", "nDCG", "Success"):
-        names.extend(f"{prefix}@{k}" for k in cutoffs)
-    return [*names, "RR"]
-
-
-def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
-    """(doc, relevant, delivered, recall, cap-aware recall) for each document with >= 2
-    relevant chunks for this query."""
-    per_doc: dict[str, list[str]] = {}
-    for chunk in row["relevant_chunks"]:
-        per_doc.setdefault(doc_of(chunk), []).append(chunk)
-    delivered = set(row["delivered_relevant"])
-    out = []
-    for doc, chunks in sorted(per_doc.items()):
-        if len(chunks) < 2:
-            continue
-        got = sum(1 for c in chunks if c in delivered)
-        denom = len(chunks) if cap is None else min(cap, len(chunks))
-        out.append((doc, len(chunks), got, got / len(chunks), min(1.0, got / denom)))
-    return out
-
-
-def _duplicates(keys: Sequence[str], shas: Sequence[str]) -> tuple[int, int]:
-    """(repeated keys, same content under a different key) among ``keys``, in order."""
-    dup_keys, dup_content = _content_duplicates(keys, shas)
-    return len(dup_keys), len(dup_content)
-
-
-def _content_duplicates(keys: Sequence[str], shas: Sequence[str]) -> tuple[list[int], list[tuple[int, int]]]:
-    """Positions of repeated keys, and (position, first position) of the same content under a
-    different key, among ``keys`` in order. The first position is the earliest item with that
-    content (the one the duplicate repeats)."""
-    seen_keys: set[str] = set()
-    first_of_sha: dict[str, int] = {}
-    keys_of_sha: dict[str, set[str]] = {}
-    dup_keys: list[int] = []
-    dup_content: list[tuple[int, int]] = []
-    for i, (key, sha) in enumerate(zip(keys, shas, strict=True)):
-        if key in seen_keys:
-            dup_keys.append(i)
-        elif sha in keys_of_sha and key not in keys_of_sha[sha]:
-            dup_content.append((i, first_of_sha[sha]))
-        seen_keys.add(key)
-        keys_of_sha.setdefault(sha, set()).add(key)
-        first_of_sha.setdefault(sha, i)
-    return dup_keys, dup_content
-
-
-COPY = "re-ingested copy"
-SAME_TEXT = "same text, other chunk"
-
-
 def row_identity(key: str, stored_doc_id: str) -> str:
     """What identity the row that carried a delivered chunk had, from its D1 key and stored doc id."""
     kind = key_kind(key)
@@ -135,27 +103,39 @@ def content_duplicate_breakdown(row: Mapping[str, Any]) -> list[dict[str, str]]:
     """Each delivered chunk whose normalised content was already delivered under another key:
     its cause (``re-ingested copy``: the same true chunk through a second row; ``same text,
     other chunk``: a different chunk with the same text, such as a page's v2 or boilerplate),
-    the D1 key kind of its row (``chunk``, ``vector``, ``rank``) and that row's identity."""
+    the D1 key kind of its row (``chunk``, ``vector``, ``rank``) and that row's identity.
+
+    A chunk is such a duplicate when its key is new in the payload and its content is not; it
+    repeats the first delivered chunk with that content."""
     keys, chunks, docs = row["member_keys"], row["member_chunks"], row["member_doc_ids"]
+    seen_keys: set[str] = set()
+    first_of_sha: dict[str, int] = {}
     out = []
-    for i, first in _content_duplicates(keys, row["member_content_sha"])[1]:
-        out.append(
-            {
-                "cause": COPY if chunks[i] == chunks[first] else SAME_TEXT,
-                "key_kind": key_kind(keys[i]),
-                "row_identity": row_identity(keys[i], docs[i]),
-            }
-        )
+    for i, (key, sha) in enumerate(zip(keys, row["member_content_sha"], strict=True)):
+        if key not in seen_keys and sha in first_of_sha:
+            out.append(
+                {
+                    "cause": COPY if chunks[i] == chunks[first_of_sha[sha]] else SAME_TEXT,
+                    "key_kind": key_kind(key),
+                    "row_identity": row_identity(key, docs[i]),
+                }
+            )
+        seen_keys.add(key)
+        first_of_sha.setdefault(sha, i)
     return out
 
 
-def true_document_counts(row: Mapping[str, Any]) -> Counter[str]:
-    """Delivered chunks per true document (every delivered chunk, copies included)."""
-    return Counter(doc_of(c) for c in row["member_chunks"] if not c.startswith("unknown:"))
+def as_arrow(table: pd.DataFrame | pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The per-query table's ``columns`` that are present, as Arrow (the run store's types)."""
+    if isinstance(table, pa.Table):
+        return table.select([c for c in columns if c in table.column_names])
+    present = [c for c in columns if c in table.columns]
+    schema = pa.schema([SCHEMA.field(c) for c in present])
+    return pa.Table.from_pandas(table[present], schema=schema, preserve_index=False)
 
 
 def per_query_frame(
-    table: pd.DataFrame,
+    table: pd.DataFrame | pa.Table,
     cutoffs: Sequence[int],
     caps: Mapping[str, int | None],
     checked_caps: Mapping[str, int | None] | None = None,
@@ -166,49 +146,17 @@ def per_query_frame(
     cap delivery is checked against (``cap_ok`` by stored doc id, ``cap_ok_true`` by true
     document; NaN where a config has none).
     """
-    checked = checked_caps or {}
-    records = []
-    for raw in table.to_dict("records"):
-        row: dict[str, Any] = {str(k): v for k, v in raw.items()}
-        rec: dict[str, Any] = {"query_id": row["query_id"], "config": row["config"], "judged": row["judged"]}
-        if row["judged"]:
-            qrels = dict(zip(row["relevant_chunks"], row["relevant_grades"], strict=True))
-            rec.update({f"chunk:{k}": v for k, v in standard_measures(chunk_ranking(row), qrels, cutoffs).items()})
-        if len(row["relevant_docs"]):
-            dq = dict(zip(row["relevant_docs"], row["relevant_doc_grades"], strict=True))
-            rec.update({f"doc:{k}": v for k, v in standard_measures(doc_ranking(row), dq, cutoffs).items()})
-        pairs = same_doc_pairs(row, caps.get(row["config"]))
-        rec["same_doc_pairs"] = len(pairs)
-        rec["same_doc_recall"] = float(np.mean([p[3] for p in pairs])) if pairs else math.nan
-        rec["same_doc_recall_cap_aware"] = float(np.mean([p[4] for p in pairs])) if pairs else math.nan
-        rec["_pairs"] = pairs
-        n_members = len(row["member_keys"])
-        dk, dc = _duplicates(row["member_keys"], row["member_content_sha"])
-        hk, hc = _duplicates(row["hit_keys"], row["hit_content_sha"])
-        causes = Counter(d["cause"] for d in content_duplicate_breakdown(row))
-        cap = checked.get(row["config"])
-        rec.update(
-            members=n_members,
-            dup_keys=dk,
-            dup_content=dc,
-            dup_content_copy=causes[COPY],
-            dup_content_same_text=causes[SAME_TEXT],
-            hits=len(row["hit_keys"]),
-            raw_dup_keys=hk,
-            raw_dup_content=hc,
-            cap_ok=math.nan if cap is None else float(not _over_cap(_stored_counts(row), cap)),
-            cap_ok_true=math.nan if cap is None else float(not _over_cap(true_document_counts(row), cap)),
-        )
-        records.append(rec)
-    return pd.DataFrame.from_records(records)
+    return perquery.compute(as_arrow(table, perquery.COLUMNS), cutoffs, caps, checked_caps or {}).frame
 
 
-def _pct(values: pd.Series, q: float) -> float:
+def _pct(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else math.nan
 
 
-def latency_stats(values: pd.Series) -> dict[str, float]:
-    v = values.astype(float)
+def latency_stats(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series) -> dict[str, float]:
+    """Percentiles, maximum and mean of the measured values (NaN, a query not timed, is left out)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
     return {
         "p50": _pct(v, 50),
         "p90": _pct(v, 90),
@@ -219,8 +167,20 @@ def latency_stats(values: pd.Series) -> dict[str, float]:
     }
 
 
+LATENCY = ("search", "postprocess", "projection", "transform", "e2e")
+SUMMARY_COLUMNS = (
+    *perquery.COLUMNS,
+    "lost_stages",
+    "guard_references",
+    "guard_violations",
+    "n_blocks",
+    "payload_chars",
+    *(f"{stage}_us" for stage in LATENCY),
+)
+
+
 def summarize(
-    table: pd.DataFrame,
+    table: pd.DataFrame | pa.Table,
     *,
     configs: Sequence[Mapping[str, Any]],
     cutoffs: Sequence[int],
@@ -231,110 +191,112 @@ def summarize(
     config's D3 value, for legacy the production cap; None: not checked), ``cap_aware`` (the cap
     of the cap-aware recall; None for no cap) and ``return_n``.
     """
-    caps_aware = {c["name"]: c["cap_aware"] for c in configs}
-    measures = per_query_frame(table, cutoffs, caps_aware, {c["name"]: c["cap"] for c in configs})
+    arrow = as_arrow(table, SUMMARY_COLUMNS)
+    computed = perquery.compute(
+        arrow.select(list(perquery.COLUMNS)),
+        cutoffs,
+        {c["name"]: c["cap_aware"] for c in configs},
+        {c["name"]: c["cap"] for c in configs},
+    )
+    m = computed.frame
+    column = {name: _numbers(arrow, name) for name in SUMMARY_COLUMNS[len(perquery.COLUMNS) + 1 :]}
+    loss_rows, loss_stages = flat_values(arrow, "lost_stages")
+    loss_stage = np.asarray(loss_stages.to_pylist(), dtype=object)
+    config_of = np.asarray(arrow.column("config").to_numpy(zero_copy_only=False), dtype=object)
+    query_ids = arrow.column("query_id")
+    chunk_cols = [f"chunk:{n}" for n in measure_names(cutoffs)]
+    doc_cols = [f"doc:{n}" for n in measure_names(cutoffs)]
     out: dict[str, Any] = {}
     for cfg in configs:
         name = cfg["name"]
-        rows = table[table["config"] == name]
-        m = measures[measures["config"] == name]
-        judged = m[m["judged"]]
-        chunk_cols = [f"chunk:{n}" for n in measure_names(cutoffs)]
-        doc_cols = [f"doc:{n}" for n in measure_names(cutoffs)]
-        pairs = [p for ps in m["_pairs"] for p in ps]
-        members = int(m["members"].sum())
-        hits = int(m["hits"].sum())
-        violations = _cap_violations(rows, cfg["cap"], _stored_counts)
-        true_violations = _cap_violations(rows, cfg["cap"], true_document_counts)
-        breakdown = [
-            d for r in rows.to_dict("records") for d in content_duplicate_breakdown({str(k): v for k, v in r.items()})
-        ]
-        stage_losses = Counter(s for stages in rows["lost_stages"] for s in stages)
-        latency = {
-            col.removesuffix("_us"): latency_stats(rows[col])
-            for col in ("search_us", "postprocess_us", "projection_us", "transform_us", "e2e_us")
-        }
+        mine = config_of == name
+        rows = np.flatnonzero(mine)
+        sub = m[mine]
+        judged = sub[sub["judged"].to_numpy(dtype=bool)]
+        pairs = computed.pairs[mine[computed.pairs["row"].to_numpy()]] if len(computed.pairs) else computed.pairs
+        breakdown = computed.breakdown[mine[computed.breakdown["row"].to_numpy()]]
+        members = int(sub["members"].sum())
+        hits = int(sub["hits"].sum())
+        violations, n_violations, compliance = _violations(computed.over_cap, query_ids, mine, "stored", cfg["cap"])
+        true_violations, n_true, true_compliance = _violations(computed.over_cap, query_ids, mine, "true", cfg["cap"])
+        stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
+        latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in LATENCY}
         mean_e2e = latency["e2e"]["mean"]
+        references = int(column["guard_references"][rows].sum())
+        n_blocks = column["n_blocks"][rows]
+        copies = int((breakdown["cause"] == COPY).sum())
         out[name] = {
             "queries": len(rows),
             "judged_queries": len(judged),
-            "same_doc_multi_chunk_recall": _mean([p[3] for p in pairs]),
-            "same_doc_multi_chunk_recall_cap_aware": _mean([p[4] for p in pairs]),
+            "same_doc_multi_chunk_recall": _mean(pairs["recall"]),
+            "same_doc_multi_chunk_recall_cap_aware": _mean(pairs["cap_aware"]),
             "same_doc_pairs": len(pairs),
-            "duplicate_rate": _ratio(int(m["dup_keys"].sum()), members),
-            "content_duplicate_rate": _ratio(int(m["dup_content"].sum()), members),
-            "raw_duplicate_rate": _ratio(int(m["raw_dup_keys"].sum()), hits),
-            "raw_content_duplicate_rate": _ratio(int(m["raw_dup_content"].sum()), hits),
+            "duplicate_rate": _ratio(int(sub["dup_keys"].sum()), members),
+            "content_duplicate_rate": _ratio(int(sub["dup_content"].sum()), members),
+            "raw_duplicate_rate": _ratio(int(sub["raw_dup_keys"].sum()), hits),
+            "raw_content_duplicate_rate": _ratio(int(sub["raw_dup_content"].sum()), hits),
             "content_duplicates": {
                 "total": len(breakdown),
-                **{
-                    f"by_{field}": dict(sorted(Counter(d[field] for d in breakdown).items()))
-                    for field in ("cause", "key_kind", "row_identity")
-                },
+                **{f"by_{field}": _counts(breakdown[field]) for field in ("cause", "key_kind", "row_identity")},
             },
-            "content_duplicate_rate_copies": _ratio(sum(d["cause"] == COPY for d in breakdown), members),
-            "content_duplicate_rate_same_text": _ratio(sum(d["cause"] == SAME_TEXT for d in breakdown), members),
+            "content_duplicate_rate_copies": _ratio(copies, members),
+            "content_duplicate_rate_same_text": _ratio(len(breakdown) - copies, members),
             "cap_checked": cfg["cap"],
             "cap_checked_source": cfg.get("cap_source", "config"),
-            "cap_compliance": _compliance(rows, violations, cfg["cap"]),
-            "cap_violations": violations[:50],
-            "n_cap_violations": len(violations),
-            "cap_compliance_true": _compliance(rows, true_violations, cfg["cap"]),
-            "true_cap_violations": true_violations[:50],
-            "n_true_cap_violations": len(true_violations),
-            "evidence_guard_1to1": _ratio(
-                int(rows["guard_references"].sum() - rows["guard_violations"].sum()),
-                int(rows["guard_references"].sum()),
-            ),
-            "return_n_compliance": _ratio(int((rows["n_blocks"] <= cfg["return_n"]).sum()), len(rows)),
-            "chunk": {c.split(":", 1)[1]: _mean(judged[c]) if c in judged else math.nan for c in chunk_cols},
-            "doc": {c.split(":", 1)[1]: _mean(m[c].dropna()) if c in m else math.nan for c in doc_cols},
+            "cap_compliance": compliance,
+            "cap_violations": violations,
+            "n_cap_violations": n_violations,
+            "cap_compliance_true": true_compliance,
+            "true_cap_violations": true_violations,
+            "n_true_cap_violations": n_true,
+            "evidence_guard_1to1": _ratio(references - int(column["guard_violations"][rows].sum()), references),
+            "return_n_compliance": _ratio(int((n_blocks <= cfg["return_n"]).sum()), len(rows)),
+            "chunk": {c.split(":", 1)[1]: _mean(judged[c]) for c in chunk_cols},
+            "doc": {c.split(":", 1)[1]: _mean(sub[c].dropna()) for c in doc_cols},
             "payload": {
-                "chars_p50": _pct(rows["payload_chars"], 50),
-                "chars_p95": _pct(rows["payload_chars"], 95),
-                "blocks_p50": _pct(rows["n_blocks"], 50),
-                "blocks_p95": _pct(rows["n_blocks"], 95),
+                "chars_p50": _pct(column["payload_chars"][rows], 50),
+                "chars_p95": _pct(column["payload_chars"][rows], 95),
+                "blocks_p50": _pct(n_blocks, 50),
+                "blocks_p95": _pct(n_blocks, 95),
                 "chunks_delivered_mean": _ratio(members, len(rows)),
             },
-            "stage_losses": dict(sorted(stage_losses.items())),
+            "stage_losses": stage_losses,
             "latency_us": latency,
             "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
         }
-    return out, measures.drop(columns=["_pairs"])
+    return out, m
 
 
-def _stored_counts(row: Mapping[str, Any]) -> Counter[str]:
-    """Delivered chunks per doc id as stored (rows without one are not counted: D3 gives each its own bucket)."""
-    return Counter(d for d in row["member_doc_ids"] if d)
+def _numbers(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
+    return np.asarray(table.column(name).to_numpy(), dtype=float)
 
 
-def _over_cap(counts: Counter[str], cap: int) -> bool:
-    return any(n > cap for n in counts.values())
-
-
-def _cap_violations(
-    rows: pd.DataFrame, cap: int | None, counter: Callable[[Mapping[str, Any]], Counter[str]]
-) -> list[dict[str, Any]]:
+def _violations(
+    over_cap: pd.DataFrame, query_ids: pa.ChunkedArray, mine: np.ndarray[Any, Any], by: str, cap: int | None
+) -> tuple[list[dict[str, Any]], int, float]:
+    """The first 50 (query, document) pairs of this config above ``cap`` (by query, then document),
+    how many there are, and the share of queries without any (NaN without a cap)."""
+    n_rows = int(mine.sum())
     if cap is None:
-        return []
-    out = []
-    for raw in rows.to_dict("records"):
-        row = {str(k): v for k, v in raw.items()}
-        for doc, n in sorted(counter(row).items()):
-            if n > cap:
-                out.append({"query_id": row["query_id"], "doc_id": doc, "chunks": n, "cap": cap})
-    return out
+        return [], 0, math.nan
+    over = over_cap[(over_cap["by"] == by).to_numpy() & mine[over_cap["row"].to_numpy()]]
+    rows = over["row"].to_numpy()
+    qids = query_ids.take(pa.array(rows[:50], type=pa.int64())).to_pylist()
+    first = [
+        {"query_id": q, "doc_id": d, "chunks": int(n), "cap": cap}
+        for q, d, n in zip(qids, over["doc_id"].iloc[:50], over["chunks"].iloc[:50], strict=True)
+    ]
+    violating = len(pc.unique(query_ids.take(pa.array(rows, type=pa.int64()))))
+    return first, len(over), _ratio(n_rows - violating, n_rows)
 
 
-def _compliance(rows: pd.DataFrame, violations: list[dict[str, Any]], cap: int | None) -> float:
-    """Share of queries with no document over the cap; NaN when there is no cap to check."""
-    if cap is None:
-        return math.nan
-    return _ratio(len(rows) - len({v["query_id"] for v in violations}), len(rows))
+def _counts(values: pd.Series) -> dict[str, int]:
+    """How often each value occurs, by value."""
+    return {str(k): int(v) for k, v in sorted(values.value_counts(sort=False).items())}
 
 
-def _mean(values: Iterable[float] | pd.Series) -> float:
-    arr = np.asarray(list(values), dtype=float)
+def _mean(values: Sequence[float] | pd.Series) -> float:
+    arr = np.asarray(values, dtype=float)
     return float(arr.mean()) if arr.size else math.nan
 
 
