@@ -61,6 +61,7 @@ def _experiment(args: argparse.Namespace) -> Any:
         configs=configs,
         baseline=getattr(args, "baseline", None),
         query_limit=getattr(args, "limit", None),
+        latency=getattr(args, "latency", None),
         require_configs=args.func is not _cmd_ingest,
     )
 
@@ -174,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--baseline", help="name of the baseline config")
     p.add_argument("--limit", type=int, help="replay only the first N queries")
+    p.add_argument(
+        "--latency",
+        metavar="all|sample[:N]|off",
+        help="which queries get their search timed, serially (default: the experiment's [timing], "
+        "else a sample of 1,000 with seed 0; every query when there are fewer)",
+    )
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("embed", help="write a data set's precomputed vectors (needs the embed extra)")

@@ -36,9 +36,10 @@ from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
-from rag_eval.harness.replay import Replayer, batches
+from rag_eval.harness.replay import Replayer, batches, timing_groups
 from rag_eval.harness.rows import Truth
 from rag_eval.harness.store import RunStore, atomic_write_text
+from rag_eval.harness.timing import label_search_timing, latency_note
 from rag_eval.harness.whatif import WHAT_IF_NOTES
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
 from rag_eval.reports.markdown import render_markdown
@@ -364,12 +365,16 @@ def run_experiment(
         _preflight(exp, port)  # refuse unsupported modes before anything is written
         done = store.begin(exp.fingerprint(), resume=resume)
         n_batches = len(batches(len(queries), exp.batch_size))
-        replayer = Replayer(port, exp.configs, truth, transformer=transformer, warmup=exp.warmup, tick=prog.tick)
+        replayer = Replayer(
+            port, exp.configs, truth, transformer=transformer, warmup=exp.warmup, timing=exp.timing, tick=prog.tick
+        )
         n_sig = len(replayer.signatures)
         n_timed = sum(len({s.config.retrieve_k for s in specs}) for specs in replayer.signatures.values())
-        todo = len(queries) - sum(len(b) for i, b in enumerate(batches(len(queries), exp.batch_size)) if i in done)
+        todo_batches = [b for i, b in enumerate(batches(len(queries), exp.batch_size)) if i not in done]
+        todo = sum(len(b) for b in todo_batches)
+        timed = exp.timing.timed(len(queries))
         prog.phase("retrieve", todo * n_sig)
-        prog.phase("timing", todo * n_timed)
+        prog.phase("timing", sum(1 for b in todo_batches for i in b if i in timed) * n_timed)
         prog.phase("post-process", todo * len(exp.configs))
         if done:
             prog.log(f"resuming: {len(done)} of {n_batches} query batches already finished")
@@ -441,7 +446,14 @@ def run_experiment(
             "judged_queries": int(frame[frame["config"] == exp.baseline]["judged"].sum()),
             "cutoffs": list(exp.cutoffs),
             "backend": backend.kind,
-            "configs": summary_configs,
+            "latency": latency_note(
+                exp.timing,
+                backend=f"Milvus {'Lite' if backend.kind == 'lite' else 'server'} {backend.server_version}",
+                warmup=exp.warmup,
+                queries=len(queries),
+                timing_seconds=replayer.timing_seconds,
+            ),
+            "configs": label_search_timing(summary_configs, timing_groups(exp.configs)),
         }
     )
     store.write_per_query(table, provenance)
@@ -511,13 +523,14 @@ def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
             ],
         )
     )
+    def ms(us: Any) -> str:
+        return "-" if us is None else f"{us / 1e3:.2f}"
+
     rows.append(
         (
             "search p50/p95 ms",
             [
-                "{:.2f}/{:.2f}".format(
-                    configs[n]["latency_us"]["search"]["p50"] / 1e3, configs[n]["latency_us"]["search"]["p95"] / 1e3
-                )
+                f"{ms(configs[n]['latency_us']['search']['p50'])}/{ms(configs[n]['latency_us']['search']['p95'])}"
                 for n in names
             ],
         )

@@ -214,8 +214,12 @@ def _entry(cands: Candidates, i: int, stage: Stage, position: int | None, merged
 def _trace_order(cands: Candidates, fates: dict[int, tuple[Stage, int | None, str | None]]) -> list[TraceEntry]:
     """One entry per candidate, in original-rank order (then key)."""
     ranks, keys = cands.ranks, cands.keys
-    order = sorted(fates, key=lambda i: (ranks[i], keys[i]))
-    return [_entry(cands, i, *fates[i]) for i in order]
+    if isinstance(ranks, range):  # straight from the port: ranks are the positions, already in order
+        order: Iterable[int] = range(len(ranks))
+    else:
+        order = sorted(fates, key=lambda i: (ranks[i], keys[i]))
+    hits = cands.hits
+    return [_new_entry(keys[i], ranks[i], hits[i].vector_id, *fates[i]) for i in order]
 
 
 # -- the public steps, on candidate objects (for composing evaluation-only variants) ------------------------

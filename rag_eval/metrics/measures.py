@@ -167,6 +167,35 @@ def latency_stats(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series) ->
     }
 
 
+def quantile_ci(
+    values: Sequence[float] | np.ndarray[Any, Any], q: float = 0.95, level: float = 0.95
+) -> dict[str, float | int]:
+    """A distribution-free confidence interval for the ``q``-quantile of what ``values`` were sampled
+    from (NaN, a query not timed, is left out): the order statistics X(lo) <= X(hi) with
+    P(X(lo) <= quantile <= X(hi)) >= ``level``, from the binomial count of values below the quantile
+    (scipy.stats). ``low``/``high`` are NaN where the sample is too small to bound that side.
+
+    >>> ci = quantile_ci(np.arange(1.0, 1001.0))
+    >>> ci["timed_queries"], ci["p95_ci_low_us"], ci["p95_ci_high_us"], ci["p95_ci_coverage"] >= 0.95
+    (1000, 936.0, 964.0, True)
+    """
+    from scipy.stats import binom
+
+    v = np.sort(np.asarray(values, dtype=float))
+    v = v[~np.isnan(v)]
+    n = len(v)
+    tail = (1.0 - level) / 2.0
+    lo = int(binom.ppf(tail, n, q)) if n else 0  # X(lo) <= quantile unless fewer than lo values lie below
+    hi = int(binom.ppf(1.0 - tail, n, q)) + 1 if n else 0
+    coverage = float(binom.cdf(hi - 1, n, q) - binom.cdf(lo - 1, n, q)) if n else math.nan
+    return {
+        "timed_queries": n,
+        "p95_ci_low_us": float(v[lo - 1]) if 1 <= lo <= n else math.nan,
+        "p95_ci_high_us": float(v[hi - 1]) if 1 <= hi <= n else math.nan,
+        "p95_ci_coverage": coverage,
+    }
+
+
 LATENCY = ("search", "postprocess", "projection", "transform", "e2e")
 SUMMARY_COLUMNS = (
     *perquery.COLUMNS,
@@ -263,6 +292,7 @@ def summarize(
             "stage_losses": stage_losses,
             "latency_us": latency,
             "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
+            "search_latency": quantile_ci(column["search_us"][rows]),
         }
     return out, m
 
@@ -325,6 +355,10 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
                 )
             elif key == "stage_losses":
                 row.update({f"lost:{stage}": n for stage, n in value.items()})
+            elif key == "search_latency":
+                row.update(
+                    {f"search_latency:{k}": ", ".join(v) if isinstance(v, list) else v for k, v in value.items()}
+                )
             elif key == "content_duplicates":
                 row["content_duplicates"] = value["total"]
                 row.update(
