@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: install install-full test lint bench eval embeddings dataset clean
+.PHONY: install install-full test lint bench bench-baseline eval embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -38,8 +38,21 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# benchmarks: timed, a table of ratios against the targets, the pytest-benchmark JSON in reports/bench/;
+# compared with this machine's stored baseline when there is one (`make bench-baseline` stores it)
+BENCH_DIR := reports/bench
+BENCH_TOLERANCE ?= 30%
+BENCH_FLAGS := --benchmark-enable --benchmark-only --benchmark-sort=name \
+	--benchmark-storage=file://$(BENCH_DIR)/baseline --benchmark-json=$(BENCH_DIR)/latest.json
+
 bench: $(STAMP)
-	$(BIN)/python -m pytest tests/benchmarks --benchmark-enable --benchmark-only
+	@mkdir -p $(BENCH_DIR)
+	$(BIN)/python -m pytest tests/benchmarks $(BENCH_FLAGS) \
+		$(if $(wildcard $(BENCH_DIR)/baseline/*/*.json),--benchmark-compare --benchmark-compare-fail=median:$(BENCH_TOLERANCE))
+
+bench-baseline: $(STAMP)
+	@mkdir -p $(BENCH_DIR)
+	$(BIN)/python -m pytest tests/benchmarks $(BENCH_FLAGS) --benchmark-save=baseline
 
 embeddings: $(FULL_STAMP)
 	$(BIN)/rag-eval embed datasets/incident-kb
