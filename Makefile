@@ -1,14 +1,22 @@
 # Every target installs what it needs first, so a fresh clone needs nothing else.
 #   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
+#   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
+#   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
 PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
+MUTATE_STAMP := $(VENV)/.installed-mutate
 
-.PHONY: install install-full test lint bench bench-baseline eval embeddings dataset clean
+CHROMIUM ?= /usr/bin/chromium
+SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
+# ClapNQ when the shared data sets are here, else the shipped knowledge base
+NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
+
+.PHONY: install install-full browser test lint bench bench-baseline mutate eval nightly embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -23,20 +31,43 @@ $(FULL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,server,embed]'
 	@touch $(FULL_STAMP)
 
+# the mutation testing tool on top of the core install
+$(MUTATE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutate]'
+	@touch $(MUTATE_STAMP)
+
 install: $(STAMP)
 
 install-full: $(FULL_STAMP)
 
-test: $(FULL_STAMP)
+# Debian's Chromium for the browser test of the HTML report (Playwright drives it; no browser download)
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+	      || echo "chromium could not be installed: the browser tests will skip (and fail under CI=true)"; \
+	  else echo "no $(CHROMIUM) and no apt-get as root here: the browser tests will skip"; fi; }
+
+test: $(FULL_STAMP) browser
 	$(BIN)/python -m pytest
 
 eval: $(STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
 
+# exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure); MILVUS_URI=http://host:19530
+# runs against a Milvus server instead of embedded Milvus Lite
+nightly: $(STAMP)
+	$(BIN)/rag-eval nightly $(NIGHTLY_EXPERIMENT) $(if $(MILVUS_URI),--milvus-uri $(MILVUS_URI)) --quiet
+
 lint: $(STAMP)
 	$(BIN)/ruff check rag_eval tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# known one-line bugs must be caught, then mutmut over core, metrics and harness/rows.py with the fast
+# tests; every mutant no test kills must be listed in tests/mutation/equivalent.toml (see its README)
+mutate: $(MUTATE_STAMP)
+	$(BIN)/python -m tests.mutation.run
 
 # benchmarks: timed, a table of ratios against the targets, the pytest-benchmark JSON in reports/bench/;
 # compared with this machine's stored baseline when there is one (`make bench-baseline` stores it)
@@ -61,4 +92,4 @@ dataset: $(STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

@@ -1,14 +1,17 @@
 """Command line: argument parsing and exit codes only; the work is done elsewhere.
 
-Exit codes: 0 pass, 1 gate failed (regression), 2 usage or input error (one line, no
-traceback), 3 infrastructure error (Milvus unreachable, disk). Anything else is a
-bug and shows its traceback.
+Exit codes: 0 pass (warnings and underpowered checks included), 1 a fail gate fired (a
+regression) and nothing else, 2 usage or input error (one line, no traceback), 3
+infrastructure error (Milvus unreachable, disk), 70 a bug (its traceback is printed;
+sysexits' EX_SOFTWARE), 130 interrupted. A crash never exits 1, so a CI job cannot read it
+as a regression.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,9 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_INPUT = 2
 EXIT_INFRA = 3
+EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, never to be read as a regression (1)
+EXIT_BUG = EXIT_INTERNAL
+EXIT_INTERRUPTED = 130
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -29,12 +35,51 @@ def _cmd_config(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if path.suffix == ".toml":
         text = _read_text(path)
+        if _is_experiment(text):
+            from rag_eval.harness.experiment import load_experiment
+
+            exp = load_experiment(path)
+            print(f"# {path} is an experiment file ({exp.name!r}, {len(exp.configs)} configs); each config's settings:")
+            for spec in exp.configs:
+                note = f", what-if {spec.what_if}" if spec.what_if else ""
+                print(f"\n[{spec.name}]  (mode {spec.mode.value}{note}; from {spec.origin})")
+                for key, value in sorted(spec.config.as_properties().items()):
+                    print(f"{key}={value}")
+            return EXIT_OK
         config = RagConfig.from_toml_text(text, source=str(path))
     else:
         config = RagConfig.from_properties_file(path)
+    from rag_eval.search.milvus_schema import MAX_TOPK
+
+    if config.retrieve_k > MAX_TOPK:
+        from rag_eval.core.errors import ConfigError, ConfigProblem
+
+        key = "rag.retrieve-k" if "rag.retrieve-k" in text_of(path) else "rag.top-k"
+        raise ConfigError(
+            [ConfigProblem(key, f"{config.retrieve_k:,} is over Milvus's limit of {MAX_TOPK:,} hits per search")],
+            path=str(path),
+        )
     for key, value in sorted(config.as_properties().items()):
         print(f"{key}={value}")
     return EXIT_OK
+
+
+def text_of(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _is_experiment(text: str) -> bool:
+    """A TOML text with experiment tables (``[experiment]``, ``[dataset]`` or ``[[configs]]``)."""
+    import tomllib
+
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    return bool({"experiment", "dataset", "configs"} & set(table))
 
 
 def _experiment(args: argparse.Namespace) -> Any:
@@ -88,7 +133,7 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
     progress = jobs.Progress(quiet=args.quiet)
     with progress.running():
-        chunks, queries, embedded = jobs.embed_dataset(
+        chunks, queries, embedded, written = jobs.embed_dataset(
             args.dataset,
             chunker=args.chunker or DEFAULT_CHUNKER_SPEC,
             split=args.split or "test",
@@ -97,32 +142,151 @@ def _cmd_embed(args: argparse.Namespace) -> int:
             cache_dir=Path(args.cache_dir),
             progress=progress,
         )
-    print(f"wrote {chunks} and {queries} ({embedded} texts embedded, the rest from the cache)")
+    state = ", ".join(f"{p} {'written' if p in written else 'unchanged'}" for p in (chunks, queries))
+    print(f"{state} ({embedded} texts embedded, the rest stored already)")
     return EXIT_OK
+
+
+def _gates(args: argparse.Namespace) -> Any:
+    from rag_eval.compare.gates import load_gates
+
+    return load_gates(args.gates) if getattr(args, "gates", None) else None
+
+
+def _print_gates(document: dict[str, Any], *, console: Any = None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rag_eval.reports.summary import HEADLINE, gate_rows
+
+    console = console or Console()
+    console = Console(width=max(console.width, 150), file=console.file)
+    rows = gate_rows(document)
+    code = int(document["exit_code"])
+    table = Table(title=f"gates ({escape(str(document['gates_file']))}): {HEADLINE.get(code, code)}")
+    for column in ("config", "vs", "gate", "severity", "value", "delta", "interval", "verdict"):
+        table.add_column(column, justify="right" if column in ("value", "delta") else "left")
+    style = {"pass": "green", "warn": "yellow", "underpowered": "yellow", "fail": "bold red", "error": "bold red"}
+    for r in rows:
+        verdict = f"[{style.get(r['outcome'], '')}]{escape(r['verdict'])}[/]"
+        table.add_row(
+            escape(r["config"]), escape(r["baseline"]), escape(r["gate"]), r["severity"], r["value"], r["delta"],
+            r["interval"], verdict,
+        )  # fmt: skip
+    console.print(table)
+    for note in document.get("notes", []):
+        console.print(f"note: {escape(note)}")
+    for r in rows:
+        if r["outcome"] != "pass":
+            console.print(f"{escape(r['verdict'])} {escape(r['config'])} {escape(r['gate'])}: {escape(r['message'])}")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from rag_eval import jobs
 
     exp = _experiment(args)
+    gates = _gates(args)
     out = Path(args.out) if args.out else Path("reports") / "runs" / exp.name
     progress = jobs.Progress(quiet=args.quiet)
     with progress.running():
-        result = jobs.run_experiment(exp, out, resume=args.resume, progress=progress)
-    table = Table(title=f"{exp.name} ({result.summary['queries']} queries, labels: {result.summary['label_level']})")
+        result = jobs.run_experiment(
+            exp, out, resume=args.resume, progress=progress, gates=gates, against=args.against,
+            intersection=args.intersection,
+        )  # fmt: skip
+    title = f"{exp.name} ({result.summary['queries']} queries, labels: {result.summary['label_level']})"
+    table = Table(title=escape(title))
     table.add_column("measure")
     for name in result.summary["configs"]:
-        table.add_column(name + (" (baseline)" if name == exp.baseline else ""), justify="right")
+        table.add_column(escape(name + (" (baseline)" if name == exp.baseline else "")), justify="right")
     for label, values in jobs.summary_table(result.summary):
-        table.add_row(label, *values)
+        table.add_row(escape(label), *(escape(v) for v in values))
     console = Console(width=max(100, 40 + 22 * len(result.summary["configs"])))
     console.print(table)
-    console.print(f"report: {result.report}")
-    console.print(f"run directory: {result.out}")
+    if result.comparison is not None:
+        _print_gates(result.comparison.document, console=console)
+    console.print(f"report: {escape(str(result.report))}")
+    console.print(f"html report: {escape(str(result.out / 'report.html'))}")
+    console.print(f"run directory: {escape(str(result.out))} (compare.json, junit.xml, summary.md)")
+    return result.exit_code
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from rag_eval import jobs
+
+    comparison = jobs.compare_runs(
+        args.run_dir, against=args.against, gates=args.gates, out=args.out, intersection=args.intersection
+    )
+    _print_gates(comparison.document)
+    print(f"wrote compare.json, junit.xml and summary.md to {args.out or args.run_dir}")
+    return comparison.exit_code
+
+
+def _cmd_accept(args: argparse.Namespace) -> int:
+    from rag_eval.compare.history import accept
+
+    target = accept(args.run_dir, root=args.accepted_dir)
+    print(f"{args.run_dir} is the accepted baseline of its experiment: {target}")
     return EXIT_OK
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rag_eval.compare.history import DEFAULT_TREND, read_history, trend
+
+    frame = trend(
+        read_history(args.history),
+        metrics=args.metric or DEFAULT_TREND,
+        last=args.last,
+        config=args.config_name,
+        experiment=args.experiment_name,
+    )
+    if frame.empty:
+        print(f"no history in {args.history}")
+        return EXIT_OK
+    table = Table(title=f"history ({escape(str(args.history))})")
+    for column in frame.columns:
+        table.add_column(escape(str(column)), justify="left" if frame[column].dtype == object else "right")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(escape(_cell(v)) for v in row))
+    Console(width=max(120, 24 * len(frame.columns))).print(table)
+    return EXIT_OK
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = str(value)
+    if len(text) >= 32 and all(c in "0123456789abcdef" for c in text):  # a commit or a checksum
+        return text[:12]
+    return text[:16].replace("T", " ") if len(text) > 19 and text[4:5] == "-" and "T" in text else text
+
+
+def _cmd_nightly(args: argparse.Namespace) -> int:
+    from rag_eval import jobs
+
+    exp = _experiment(args)
+    progress = jobs.Progress(quiet=args.quiet)
+    with progress.running():
+        night = jobs.nightly(
+            exp, root=args.root, accepted_root=args.accepted_dir, history=args.history, gates=_gates(args),
+            progress=progress,
+        )  # fmt: skip
+    if night.run.comparison is not None:
+        _print_gates(night.run.comparison.document)
+    if night.first:
+        print(f"first night: {night.dir} is now the accepted baseline ({night.accepted})")
+    print(f"night written to {night.dir} (report.md, compare.json, junit.xml, summary.md); history: {args.history}")
+    return night.exit_code
 
 
 def _add_experiment_args(p: argparse.ArgumentParser) -> None:
@@ -134,6 +298,13 @@ def _add_experiment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunker", help="chunker spec, e.g. sentences:size=3,overlap=0 or chars:size=800,overlap=100")
     p.add_argument("--profile", help="ingest profile: clean or production")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+def _add_gate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gates", help="gates file, or a shipped one: default, nightly (default: the experiment's)")
+    p.add_argument(
+        "--intersection", action="store_true", help="pair runs over different data or queries on what they share"
+    )
 
 
 def _read_text(path: Path) -> str:
@@ -181,7 +352,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="which queries get their search timed, serially (default: the experiment's [timing], "
         "else a sample of 1,000 with seed 0; every query when there are fewer)",
     )
+    _add_gate_args(p)
+    p.add_argument("--against", help="compare with this earlier run directory instead of within the run")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("compare", help="compare run directories and apply the gates (reads run directories only)")
+    p.add_argument("run_dir", help="a run directory (per_query.parquet, summary.json, manifest.json)")
+    p.add_argument("--against", help="another run directory: every config against the same-named config there")
+    _add_gate_args(p)
+    p.add_argument("--out", help="where compare.json, junit.xml and summary.md go (default: RUN_DIR)")
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("accept", help="make a run the accepted baseline of its experiment (later nights pair with it)")
+    p.add_argument("run_dir", help="a run directory")
+    p.add_argument("--accepted-dir", default="reports/accepted", help="where accepted baselines are kept")
+    p.set_defaults(func=_cmd_accept)
+
+    p = sub.add_parser("history", help="print the trend of the nightly history")
+    p.add_argument("--history", default="reports/history.parquet", help="the history file")
+    p.add_argument("--metric", action="append", help="a metric column (repeatable; default: a few key ones)")
+    p.add_argument("--last", type=int, help="the last N rows of each config")
+    p.add_argument("--config", dest="config_name", help="one config only")
+    p.add_argument("--experiment", dest="experiment_name", help="one experiment only")
+    p.set_defaults(func=_cmd_history)
+
+    p = sub.add_parser("nightly", help="run, compare with the accepted baseline, gate, and append to the history")
+    _add_experiment_args(p)
+    p.add_argument("--gates", help="gates file or shipped name (default: the experiment's, else default)")
+    p.add_argument("--root", default="reports/nightly", help="nights are written to ROOT/<UTC date>/")
+    p.add_argument("--accepted-dir", default="reports/accepted", help="where accepted baselines are kept")
+    p.add_argument("--history", default="reports/history.parquet", help="the history file")
+    p.set_defaults(func=_cmd_nightly)
 
     p = sub.add_parser("embed", help="write a data set's precomputed vectors (needs the embed extra)")
     p.add_argument("dataset", help="BEIR data set directory; vectors go to DATASET/vectors/")
@@ -224,7 +425,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rag-eval: interrupted; finished query batches are kept: run the same command with --resume",
             file=sys.stderr,
         )
-        return 130
+        return EXIT_INTERRUPTED
+    except OSError as exc:  # disk full, permissions, a vanished directory: the environment, not the input
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"rag-eval: infrastructure error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_INFRA
+    except Exception:  # a bug: never let it read as a failed gate (exit 1)
+        traceback.print_exc()
+        print(f"rag-eval: internal error (a bug; exit code {EXIT_INTERNAL}): please report it", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,4 @@
-"""The jobs behind the CLI: ingest, embed, run (replay + metrics + report).
+"""The jobs behind the CLI: ingest, embed, run (replay, metrics, comparison, report), compare, nightly.
 
 Each job composes the layers below it; ``cli.py`` only parses arguments and maps
 errors to exit codes.
@@ -6,16 +6,8 @@ errors to exit codes.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import hashlib
-import math
-import os
-import platform
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,10 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
+from rag_eval.compare.catalog import catalog
+from rag_eval.compare.comparison import Comparison, compare
+from rag_eval.compare.gates import GateSet, experiment_gates, load_gates
+from rag_eval.compare.history import (
+    DEFAULT_ACCEPTED,
+    DEFAULT_HISTORY,
+    accept,
+    accepted_dir,
+    accepted_info,
+    append_history,
+)
+from rag_eval.compare.rundir import RunData
 from rag_eval.core.config import PipelineKind
-from rag_eval.core.errors import UnsupportedFeatureError
+from rag_eval.core.errors import RunDirectoryError, RunStoreError, UnsupportedFeatureError
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.beir import Dataset, load_beir
@@ -34,16 +38,22 @@ from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, chunk_qrels
 from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
+from rag_eval.harness import provenance
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
 from rag_eval.harness.replay import Replayer, batches, timing_groups
 from rag_eval.harness.rows import Truth
-from rag_eval.harness.store import RunStore, atomic_write_text
+from rag_eval.harness.store import RunStore, atomic_write_json, atomic_write_text, json_safe
+from rag_eval.harness.texts import write_texts
 from rag_eval.harness.timing import label_search_timing, latency_note
 from rag_eval.harness.whatif import WHAT_IF_NOTES
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
+from rag_eval.reports.html import render_html
+from rag_eval.reports.junit import render_junit
 from rag_eval.reports.markdown import render_markdown
+from rag_eval.reports.summary import render_summary
 from rag_eval.search.milvus import MilvusSearch, MilvusStore
+from rag_eval.search.milvus_schema import BackendInfo
 
 REGENERATE_HINT = "run `make embeddings` (or `rag-eval embed DATASET`) to rebuild them"
 
@@ -145,8 +155,9 @@ class Progress:
             self._bar.advance(self._tasks[label], n)
 
     def log(self, message: str) -> None:
+        """Print a line of plain text (never read as rich markup: names and paths are the user's)."""
         if not self.quiet:
-            self._bar.console.print(message)
+            self._bar.console.print(message, markup=False, highlight=False)
 
 
 # -- ingest -----------------------------------------------------------------------------------
@@ -169,27 +180,55 @@ def embed_dataset(
     normalize: bool,
     cache_dir: Path,
     progress: Progress | None = None,
-) -> tuple[Path, Path, int]:
-    """Write the data set's precomputed vectors (chunks of ``chunker``, and the queries)."""
+) -> tuple[Path, Path, int, list[Path]]:
+    """Write the data set's precomputed vectors (chunks of ``chunker``, and the queries); a file whose
+    content would not change is left as it is. Returns both paths, the texts embedded, the files written."""
     prog = progress or Progress(quiet=True)
     root = Path(dataset_path)
     dataset = load_beir(root, split)
     corpus = chunk_dataset(dataset, parse_chunker(chunker))
     spec = EmbedderSpec(model=model, normalize=normalize)
-    resolver = VectorResolver(spec.model_id, cache=EmbeddingCache(cache_dir, spec.model_id), factory=spec.build)
     chunk_file, query_file = vector_files(root / "vectors", chunker)
+    # the files already there are a source too: texts that did not change keep their vectors, byte for byte
+    stored = [VectorFile.read(p) for p in (chunk_file, query_file) if p.is_file()]
+    resolver = VectorResolver(
+        spec.model_id,
+        cache=EmbeddingCache(cache_dir, spec.model_id),
+        precomputed=[f for f in stored if f.model_id == spec.model_id],
+        factory=spec.build,
+    )
     chunk_texts = [c.content for c in corpus.chunks]
     query_texts = normalized_queries(dataset)
+    written: list[Path] = []
     for path, texts, kind in ((chunk_file, chunk_texts, "chunks"), (query_file, query_texts, "queries")):
         vectors = resolver.resolve(texts, progress=prog.factory(f"embedding {kind}", len(resolver.missing(texts))))
         meta = {"model_id": spec.model_id, "kind": kind, "dataset_checksum": dataset.checksum}
         if kind == "chunks":
             meta["chunker"] = chunker
-        VectorFile.write(path, texts, vectors.astype(np.float32), meta)
-    return chunk_file, query_file, resolver.embedded
+        if not _unchanged(path, texts, vectors, meta):
+            VectorFile.write(path, texts, vectors.astype(np.float32), meta)
+            written.append(path)
+    return chunk_file, query_file, resolver.embedded, written
 
 
-# -- run --------------------------------------------------------------------------------------
+def _unchanged(path: Path, texts: Sequence[str], vectors: np.ndarray, meta: dict[str, str]) -> bool:
+    """True when ``path`` already holds exactly these vectors for these texts with this metadata."""
+    if not path.is_file():
+        return False
+    from rag_eval.embed.store import text_sha256, texts_checksum
+
+    old = VectorFile.read(path)
+    if any(old.metadata.get(k) != v for k, v in meta.items()) or old.metadata.get("texts_sha256") != texts_checksum(
+        texts
+    ):
+        return False
+    return all(
+        (v := old.vectors.get(text_sha256(t))) is not None and np.array_equal(v, row.astype(np.float32))
+        for t, row in zip(texts, vectors, strict=True)
+    )
+
+
+# -- run: prepare -> ingest -> replay -> summarise -> compare -> write ----------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,62 +237,21 @@ class RunResult:
     summary: dict[str, Any]
     report: Path
     resumed_batches: int
+    comparison: Comparison | None = None
+    exit_code: int = 0  # the gates' (0 pass or warn, 1 a fail gate fired, 2 a fail gate not evaluable)
 
 
-def _git_commit() -> dict[str, Any]:
-    root = Path(__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=5
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=root,
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=5,
-            ).stdout.strip()
-        )
-        return {"commit": commit, "dirty": dirty}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replayed:
+    """What the replay step leaves: the run store with its parts, the per-query table, the Milvus facts."""
 
-
-def _machine() -> dict[str, Any]:
-    mem = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor(),
-        "cpus": os.cpu_count(),
-        "memory_bytes": mem,
-        "hostname_sha": hashlib.sha256(platform.node().encode()).hexdigest()[:12],
-    }
-
-
-def _package_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return _json_safe(obj.item())
-    return obj
+    store: RunStore
+    table: pa.Table
+    queries: int
+    ingest: IngestResult
+    backend: BackendInfo
+    resumed_batches: int
+    timing_seconds: float = 0.0  # the search timing pass, this session: the latency measurement's own cost
 
 
 def config_rows(exp: Experiment) -> list[dict[str, Any]]:
@@ -322,25 +320,85 @@ def _preflight(exp: Experiment, port: MilvusSearch) -> None:
 
 
 def run_experiment(
-    exp: Experiment, out: str | Path, *, resume: bool = False, progress: Progress | None = None
+    exp: Experiment,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+    gates: GateSet | None = None,
+    against: str | Path | None = None,
+    against_self: bool = False,
+    intersection: bool = False,
+    notes: Sequence[str] = (),
 ) -> RunResult:
+    """Replay ``exp`` into ``out`` and gate it: prepare, ingest, replay, summarise, compare, write.
+
+    Compared within the run (every config against the baseline) unless ``against`` names an earlier
+    run directory (``against_self``: the run against itself, as a first night does). The gates are
+    ``gates``, else the experiment's, else the shipped default; they are checked before anything runs.
+    """
     prog = progress or Progress(quiet=True)
-    started = dt.datetime.now(dt.UTC)
-    t_start = time.perf_counter()
+    clock = provenance.Clock.start()
+    gate_set = gates if gates is not None else experiment_gates(exp.gates, source=exp.source)
+    gate_set.validate(catalog(exp.cutoffs))
+    earlier = RunData.from_dir(against) if against is not None else None
     prep = prepare(exp)
-    ingest_result = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=prog.factory)
-    prog.log(
-        f"collection {ingest_result.collection}: {'reused' if ingest_result.reused else 'built'} "
-        f"({ingest_result.reason}; {ingest_result.rows} rows, {ingest_result.embedded} texts embedded, "
-        f"{ingest_result.seconds:.1f} s)"
+    if earlier is not None and not intersection:
+        _check_pairable(exp, prep, earlier)
+    collection = ingest_collection(exp, prep, prog)
+    replayed = replay(exp, prep, collection, out, resume=resume, progress=prog)
+    run = summarise(exp, prep, replayed, clock)
+    comparison = compare(run, run if against_self else earlier, gate_set, intersection=intersection, notes=notes)
+    report = write(exp, prep, replayed, run, comparison)
+    return RunResult(
+        out=replayed.store.dir,
+        summary=dict(run.summary),
+        report=report,
+        resumed_batches=replayed.resumed_batches,
+        comparison=comparison,
+        exit_code=comparison.exit_code,
     )
 
+
+def _check_pairable(exp: Experiment, prep: Prepared, earlier: RunData) -> None:
+    """Refuse, before anything runs, to pair with a run over other data."""
+    mine = {
+        "data set checksum": prep.dataset.checksum,
+        "split": prep.dataset.split,
+        "chunker": exp.chunker_spec,
+        "labels": (prep.labels.level, exp.min_overlap_chars),
+    }
+    theirs = earlier.data_identity()
+    diff = [f"{k}: {mine[k]} vs {theirs[k]}" for k in mine if mine[k] != theirs[k]]
+    if diff:
+        raise RunDirectoryError(
+            f"this run would not pair with it: {'; '.join(diff)}; accept a run over the current data "
+            "(rag-eval accept) or give --intersection",
+            path=earlier.label,
+        )
+
+
+def ingest_collection(exp: Experiment, prep: Prepared, progress: Progress) -> IngestResult:
+    """Create the collection, or reuse it when its manifest matches."""
+    ingested = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=progress.factory)
+    progress.log(
+        f"collection {ingested.collection}: {'reused' if ingested.reused else 'built'} "
+        f"({ingested.reason}; {ingested.rows} rows, {ingested.embedded} texts embedded, {ingested.seconds:.1f} s)"
+    )
+    return ingested
+
+
+def replay(
+    exp: Experiment, prep: Prepared, ingested: IngestResult, out: str | Path, *, resume: bool, progress: Progress
+) -> Replayed:
+    """Replay every query under every config into the run store."""
     transformer = KnowledgeQueryTransformer()
     queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
     if exp.query_limit is not None:
         queries = queries[: exp.query_limit]
     texts = [transformer.transform(t).normalized_query for _, t in queries]
-    qvecs = prep.resolver.resolve(texts, progress=prog.factory("embedding queries", len(prep.resolver.missing(texts))))
+    missing = len(prep.resolver.missing(texts))
+    qvecs = prep.resolver.resolve(texts, progress=progress.factory("embedding queries", missing))
     vector_of = {t: v.tolist() for t, v in zip(texts, qvecs, strict=True)}
 
     def encoder(batch: Sequence[str]) -> list[list[float]]:
@@ -351,89 +409,64 @@ def run_experiment(
         relevance=prep.labels.relevance,
         doc_relevance=prep.dataset.relevant_docs(),
     )
-    with MilvusStore(exp.resolved_uri, ingest_result.collection, token_env=exp.token_env, timeout=exp.timeout) as ms:
+    with MilvusStore(exp.resolved_uri, ingested.collection, token_env=exp.token_env, timeout=exp.timeout) as ms:
         backend = ms.backend()
     store = RunStore(out)
     with MilvusSearch(
-        exp.resolved_uri,
-        ingest_result.collection,
-        encoder,
-        index=exp.index,
-        token_env=exp.token_env,
-        timeout=exp.timeout,
+        exp.resolved_uri, ingested.collection, encoder, index=exp.index, token_env=exp.token_env, timeout=exp.timeout
     ) as port:
         _preflight(exp, port)  # refuse unsupported modes before anything is written
         done = store.begin(exp.fingerprint(), resume=resume)
-        n_batches = len(batches(len(queries), exp.batch_size))
+        all_batches = batches(len(queries), exp.batch_size)
         replayer = Replayer(
-            port, exp.configs, truth, transformer=transformer, warmup=exp.warmup, timing=exp.timing, tick=prog.tick
+            port,
+            exp.configs,
+            truth,
+            transformer=transformer,
+            warmup=exp.warmup,
+            timing=exp.timing,
+            prime=backend.kind == "server",
+            tick=progress.tick,
         )
-        n_sig = len(replayer.signatures)
         n_timed = sum(len({s.config.retrieve_k for s in specs}) for specs in replayer.signatures.values())
-        todo_batches = [b for i, b in enumerate(batches(len(queries), exp.batch_size)) if i not in done]
-        todo = sum(len(b) for b in todo_batches)
+        todo_batches = [b for i, b in enumerate(all_batches) if i not in done]
         timed = exp.timing.timed(len(queries))
-        prog.phase("retrieve", todo * n_sig)
-        prog.phase("timing", sum(1 for b in todo_batches for i in b if i in timed) * n_timed)
-        prog.phase("post-process", todo * len(exp.configs))
+        progress.phase("retrieve", sum(len(b) for b in todo_batches) * len(replayer.signatures))
+        progress.phase("timing", sum(1 for b in todo_batches for i in b if i in timed) * n_timed)
+        progress.phase("post-process", sum(len(b) for b in todo_batches) * len(exp.configs))
         if done:
-            prog.log(f"resuming: {len(done)} of {n_batches} query batches already finished")
+            progress.log(f"resuming: {len(done)} of {len(all_batches)} query batches already finished")
         replayer.run(queries, store, batch_size=exp.batch_size, skip=done)
+    return Replayed(
+        store=store,
+        table=store.read_parts(),
+        queries=len(queries),
+        ingest=ingested,
+        backend=backend,
+        resumed_batches=len(done),
+        timing_seconds=replayer.timing_seconds,
+    )
 
-    table = store.read_parts()
-    frame = table.to_pandas()
+
+def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> RunData:
+    """Metrics per config and the manifest: the run as a comparison reads it, still in memory."""
+    frame = replayed.table.to_pandas()
     configs = config_rows(exp)
-    summary_configs, _ = summarize(frame, configs=configs, cutoffs=exp.cutoffs)
-    finished = dt.datetime.now(dt.UTC)
-    manifest = {
-        "rag_eval_version": _package_version("rag-eval"),
-        "git": _git_commit(),
-        "experiment": exp.as_dict(),
-        "fingerprint": exp.fingerprint(),
-        "dataset": {
-            "name": prep.dataset.name,
-            "path": str(prep.dataset.path),
-            "split": prep.dataset.split,
-            "checksum": prep.dataset.checksum,
-            "documents": len(prep.dataset.documents),
-            "queries": len(prep.dataset.queries),
-            "chunks": len(prep.corpus.chunks),
-            "label_level": prep.labels.level,
-        },
-        "milvus": {
-            "uri": exp.as_dict()["milvus"]["uri"],
-            "collection": ingest_result.collection,
-            "backend": backend.kind,
-            "server_version": backend.server_version,
-            "index": exp.index.to_json(),
-            "collection_manifest": ingest_result.manifest,
-            "reused": ingest_result.reused,
-            "ingest_seconds": ingest_result.seconds,
-        },
-        "versions": {
-            "python": sys.version.split()[0],
-            "pymilvus": backend.pymilvus_version,
-            "milvus_lite": _package_version("milvus-lite"),
-            "pandas": pd.__version__,
-            "numpy": np.__version__,
-        },
-        "machine": _machine(),
-        "configs": configs,
-        "started": started.isoformat(),
-        "finished": finished.isoformat(),
-        "wall_seconds": round(time.perf_counter() - t_start, 3),
-        "resumed_batches": len(done),
-    }
-    provenance = {
-        "git": manifest["git"],
-        "fingerprint": manifest["fingerprint"],
-        "dataset_checksum": prep.dataset.checksum,
-        "config_hashes": {c["name"]: c["hash"] for c in configs},
-        "started": manifest["started"],
-    }
-    summary = _json_safe(
+    summary_configs, _ = summarize(replayed.table, configs=configs, cutoffs=exp.cutoffs)
+    manifest = provenance.manifest(
+        exp=exp,
+        dataset=prep.dataset,
+        corpus=prep.corpus,
+        labels=prep.labels,
+        ingest=replayed.ingest,
+        backend=replayed.backend,
+        configs=configs,
+        clock=clock,
+        resumed_batches=replayed.resumed_batches,
+    )
+    summary = json_safe(
         {
-            "provenance": provenance,
+            "provenance": provenance.short(manifest),
             "experiment": exp.name,
             "baseline": exp.baseline,
             "label_level": prep.labels.level,
@@ -442,34 +475,138 @@ def run_experiment(
                 if prep.labels.level == "span"
                 else "no span qrels: every chunk of a relevant document counts as relevant (document-level fallback)"
             ),
-            "queries": len(queries),
+            "queries": replayed.queries,
             "judged_queries": int(frame[frame["config"] == exp.baseline]["judged"].sum()),
             "cutoffs": list(exp.cutoffs),
-            "backend": backend.kind,
+            "backend": replayed.backend.kind,
             "latency": latency_note(
                 exp.timing,
-                backend=f"Milvus {'Lite' if backend.kind == 'lite' else 'server'} {backend.server_version}",
+                backend=f"Milvus {'Lite' if replayed.backend.kind == 'lite' else 'server'} "
+                f"{replayed.backend.server_version}",
                 warmup=exp.warmup,
-                queries=len(queries),
-                timing_seconds=replayer.timing_seconds,
+                queries=replayed.queries,
+                timing_seconds=replayed.timing_seconds,
             ),
             "configs": label_search_timing(summary_configs, timing_groups(exp.configs)),
         }
     )
-    store.write_per_query(table, provenance)
+    return RunData(dir=replayed.store.dir, table=frame, summary=summary, manifest=json_safe(manifest))
+
+
+def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, comparison: Comparison) -> Path:
+    """Every artifact of the run, each atomically; the manifest last. Returns the report's path."""
+    store = replayed.store
+    store.write_per_query(replayed.table, run.summary["provenance"])
     for spec in exp.configs:
-        rows = frame[frame["config"] == spec.name].to_dict("records")
+        records = run.table[run.table["config"] == spec.name].to_dict("records")
+        rows = [{str(k): v for k, v in r.items()} for r in records]
         store.write_trec_run(spec.name, {r["query_id"]: chunk_ranking(r) for r in rows}, spec.name)
         store.write_trec_run(f"{spec.name}.docs", {r["query_id"]: doc_ranking(r) for r in rows}, spec.name)
     store.remove_stale_runs(c.name for c in exp.configs)
     store.write_trec_qrels(f"{exp.split}.chunks", prep.labels.relevance)
     store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
-    store.write_json("summary.json", summary)
+    write_texts(store.dir, replayed.table, prep.corpus, prep.dataset)
+    store.write_json("summary.json", run.summary)
     report = store.dir / "report.md"
-    atomic_write_text(report, render_markdown(summary, manifest))
-    store.write_json("manifest.json", _json_safe(manifest))
+    atomic_write_text(report, render_markdown(dict(run.summary), dict(run.manifest)))
+    write_comparison(store.dir, comparison)
+    store.write_json("manifest.json", run.manifest)
+    render_html(store.dir)
     store.finish()
-    return RunResult(out=store.dir, summary=summary, report=report, resumed_batches=len(done))
+    return report
+
+
+# -- compare, accept, nightly -----------------------------------------------------------------
+
+
+def write_comparison(directory: str | Path, comparison: Comparison) -> list[Path]:
+    """``compare.json``, ``junit.xml`` and ``summary.md`` into ``directory``, each atomically."""
+    out = Path(directory)
+    try:
+        atomic_write_json(out / "compare.json", comparison.document)
+        atomic_write_text(out / "junit.xml", render_junit(comparison.document))
+        atomic_write_text(out / "summary.md", render_summary(comparison.document))
+    except OSError as exc:
+        raise RunStoreError(f"cannot write the comparison: {exc.strerror}", path=str(out)) from exc
+    return [out / "compare.json", out / "junit.xml", out / "summary.md"]
+
+
+def compare_runs(
+    run_dir: str | Path,
+    *,
+    against: str | Path | None = None,
+    gates: str | Path | None = None,
+    out: str | Path | None = None,
+    intersection: bool = False,
+) -> Comparison:
+    """``rag-eval compare``: compare run directories (never Milvus) and write the outputs."""
+    gate_set = load_gates(gates) if gates is not None else None
+    run = RunData.from_dir(run_dir)
+    earlier = RunData.from_dir(against) if against is not None else None
+    if gate_set is None:
+        exp = run.manifest.get("experiment", {})
+        gate_set = experiment_gates(exp.get("gates"), source=exp.get("source"))
+    notes = []
+    info = accepted_info(against) if against is not None else None
+    if info is not None:
+        notes.append(f"against the baseline accepted at {info.get('accepted_at')} from {info.get('source')}")
+    comparison = compare(run, earlier, gate_set, intersection=intersection, notes=notes)
+    write_comparison(Path(out) if out is not None else Path(run_dir), comparison)
+    return comparison
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightResult:
+    dir: Path
+    accepted: Path
+    first: bool
+    run: RunResult
+
+    @property
+    def exit_code(self) -> int:
+        return self.run.exit_code
+
+
+def night_dir(root: str | Path, when: dt.datetime | None = None) -> Path:
+    """``ROOT/<UTC date>``; a second night on the same date gets ``<date>.2``, then ``.3``..."""
+    date = (when or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d")
+    base = Path(root) / date
+    k = 1
+    path = base
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{date}.{k}")
+    return path
+
+
+def nightly(
+    exp: Experiment,
+    *,
+    root: str | Path = Path("reports/nightly"),
+    accepted_root: str | Path = DEFAULT_ACCEPTED,
+    history: str | Path = DEFAULT_HISTORY,
+    gates: GateSet | None = None,
+    progress: Progress | None = None,
+    when: dt.datetime | None = None,
+) -> NightResult:
+    """One night: run ``exp`` into ``ROOT/<UTC date>/``, pair it with the accepted baseline (the first
+    night accepts itself and says so), apply the gates, append to the history."""
+    out = night_dir(root, when)
+    accepted = accepted_dir(accepted_root, exp.name)
+    first = not (accepted / "per_query.parquet").is_file()
+    notes = (
+        [f"no accepted baseline in {accepted}: this first night is accepted and compared with itself"]
+        if first
+        else [f"against the accepted baseline {accepted} ({(accepted_info(accepted) or {}).get('source', '?')})"]
+    )
+    result = run_experiment(
+        exp, out, progress=progress, gates=gates, against=None if first else accepted, against_self=first,
+        notes=notes,
+    )  # fmt: skip
+    if first:
+        accept(out, root=accepted_root)
+    append_history(RunData.from_dir(out), exit_code=result.exit_code, path=history)
+    return NightResult(dir=out, accepted=accepted, first=first, run=result)
 
 
 def _cap_label(cfg: dict[str, Any]) -> str:

@@ -12,6 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# `make mutate` runs with --hypothesis-profile=mutation: the same examples on every run, no example
+# database shared between mutants, so a mutant's verdict does not depend on the ones tried before it
+settings.register_profile("mutation", derandomize=True, database=None)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "datasets" / "incident-kb"

@@ -16,6 +16,7 @@ Validation collects every problem with its key and raises one ConfigError.
 from __future__ import annotations
 
 import enum
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -133,8 +134,12 @@ class RagConfig:
                 if parsed is not None:
                     ints[_INT_KEYS[key]] = parsed
             elif key in _STR_KEYS:
-                text = str(raw).strip()
-                if text:
+                text = str(raw)  # used exactly as written: "  storage " is not "storage"
+                if not text.strip():
+                    problems.append(
+                        ConfigProblem(key, f"is blank ({text!r}): give a value, or leave the key out for none")
+                    )
+                else:
                     strs[_STR_KEYS[key]] = text
             else:
                 problems.append(ConfigProblem(key, f"unknown key{_suggest(key)}"))
@@ -261,21 +266,31 @@ class RagConfig:
         return new
 
 
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1  # the production service reads these keys as Java ints
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
 def _parse_int(key: str, raw: Any, problems: list[ConfigProblem]) -> int | None:
+    """An integer as Java's ``Integer.parseInt`` reads it (surrounding whitespace aside): optional sign,
+    ASCII digits only (no ``2_0``, no ``1e3``), within the 32-bit range."""
     if isinstance(raw, bool):
         problems.append(ConfigProblem(key, f"{raw!r} is not an integer"))
         return None
     if isinstance(raw, int):
-        return raw
-    text = str(raw).strip()
-    try:
-        return int(text, 10)
-    except ValueError:
-        hint = ""
-        if "#" in text or "!" in text:
-            hint = " (in .properties a comment starts only at the beginning of a line)"
-        problems.append(ConfigProblem(key, f"{text!r} is not an integer{hint}"))
+        value = raw
+    else:
+        text = str(raw).strip()
+        if not _JAVA_INT.fullmatch(text):
+            hint = ""
+            if "#" in text or "!" in text:
+                hint = " (in .properties a comment starts only at the beginning of a line)"
+            problems.append(ConfigProblem(key, f"{text!r} is not an integer{hint}"))
+            return None
+        value = int(text, 10)
+    if not INT_MIN <= value <= INT_MAX:
+        problems.append(ConfigProblem(key, f"{value} is outside the 32-bit integer range the service reads"))
         return None
+    return value
 
 
 def _suggest(key: str) -> str:

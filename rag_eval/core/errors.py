@@ -11,9 +11,13 @@
     │   ├── SearchRequestError          Milvus refused the request itself
     │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
     │   │   └── FilterError             the filter expression was refused
-    │   └── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
+    │   ├── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
+    │   ├── ReportInputError            a run directory or comparison file a report reads is missing or malformed
+    │   ├── GatesError                  a gates file or check: path, line, the check
+    │   └── RunDirectoryError           a run directory is missing, unreadable, or does not pair with another
     └── InfrastructureError             exit 3: the environment failed, the input may be fine
         ├── SearchUnavailableError      server unreachable or timed out (after retries)
+        ├── SearchBackendError          a reachable server failed a request without blaming the request
         ├── CollectionNotFoundError     collection missing
         ├── CollectionNotLoadedError    collection exists but is not loaded
         └── RunStoreError               the run directory cannot be written or resumed
@@ -121,8 +125,50 @@ class UnsupportedFeatureError(InputError):
         super().__init__(message)
 
 
+class ReportInputError(InputError):
+    """A file a report is rendered from is missing or not what it claims to be; names file and field."""
+
+    def __init__(self, message: str, *, path: str, field: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.field = field
+        where = f"{path}: field {field!r}" if field else path
+        super().__init__(f"{where}: {message}")
+
+
+class GatesError(InputError):
+    """A gates file or one of its checks is wrong; names the file, the line (1-based) and the check."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, check: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        self.check = check
+        where = path if line is None else f"{path}:{line}"
+        if check:
+            where += f": check {check!r}"
+        super().__init__(f"{where}: {message}")
+
+
+class RunDirectoryError(InputError):
+    """A run directory cannot be compared: missing files, unreadable, or over different data or queries."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
 class SearchUnavailableError(InfrastructureError):
     """The search backend could not be reached, or did not answer in time."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        self.uri = uri
+        super().__init__(message)
+
+
+class SearchBackendError(InfrastructureError):
+    """A reachable Milvus failed a request with an error that does not say the request was wrong
+    (a frozen query node, "channel not available", an internal error): infrastructure, not input."""
 
     def __init__(self, message: str, *, uri: str | None = None) -> None:
         self.uri = uri

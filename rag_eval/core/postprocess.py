@@ -30,7 +30,6 @@ the harness always does), by running the same steps to the end.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -124,11 +123,12 @@ _new_outcome = fast_constructor(PostProcessOutcome)
 
 
 def _order(cands: Candidates) -> list[int]:
-    """Indices of ``cands`` in the documented order: score desc (NaN last), original rank asc,
-    key asc; a stable sort on plain tuples (``s != s`` is the NaN test, without a call)."""
-    inf = math.inf
+    """Indices of ``cands`` in the documented order: score desc (NaN last, after minus infinity
+    too), original rank asc, key asc; a stable sort on plain tuples (``s != s`` is the NaN test,
+    without a call)."""
     sort_keys = [
-        (inf if (s := h.score) != s else -s, r, k) for h, r, k in zip(cands.hits, cands.ranks, cands.keys, strict=True)
+        (True, 0.0, r, k) if (s := h.score) != s else (False, -s, r, k)
+        for h, r, k in zip(cands.hits, cands.ranks, cands.keys, strict=True)
     ]
     return sorted(range(len(sort_keys)), key=sort_keys.__getitem__)
 
@@ -226,7 +226,7 @@ def _trace_order(cands: Candidates, fates: dict[int, tuple[Stage, int | None, st
 
 
 def sort_candidates(candidates: Iterable[RetrievedEvidenceCandidate]) -> list[RetrievedEvidenceCandidate]:
-    """The documented order: score desc (NaN last), original rank asc, key asc."""
+    """The documented order: score desc (NaN last, after minus infinity too), original rank asc, key asc."""
     cands = Candidates.of(candidates)
     return cands.take(_order(cands))
 

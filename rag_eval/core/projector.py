@@ -99,8 +99,26 @@ class ProjectedPayload:
 class RagResultProjector:
     """Applies D5 identity and the budgets.
 
-    >>> RagResultProjector(max_excerpt_chars=1200, max_total_chars=6000, max_blocks=8)
-    RagResultProjector(max_excerpt_chars=1200, max_total_chars=6000, max_blocks=8)
+    Two chunks of one runbook stay two excerpts with their own ``document_id``; the second is cut
+    first by the excerpt budget (32 -> 25 characters), then by what the total budget leaves (19):
+
+    >>> from rag_eval.core.config import RagConfig
+    >>> from rag_eval.core.lookup import Pipeline
+    >>> from rag_eval.core.transform import KnowledgeQueryTransformer
+    >>> from rag_eval.core.types import KnowledgeSearchHit
+    >>> hits = [KnowledgeSearchHit(id=str(i), content=text, score=0.9 - i / 10, doc_id="lag", chunk_index=i,
+    ...                            source="kb/lag.md") for i, text in
+    ...         enumerate(["Check the SQL thread.", "Raise the relay log space limit."])]
+    >>> result = Pipeline(RagConfig()).process(KnowledgeQueryTransformer().transform("replica lag"), hits).result
+    >>> payload = RagResultProjector(max_excerpt_chars=25, max_total_chars=40, max_blocks=8).project(result)
+    >>> for e in payload.excerpts:
+    ...     print(e.rank, e.document_id, e.source, repr(e.content), "truncated" if e.truncated else "whole")
+    1 lag#chunk-0 kb/lag.md 'Check the SQL thread.' whole
+    2 lag#chunk-1 kb/lag.md 'Raise the relay log' truncated
+    >>> [(c.budget.value, c.chars_before, c.chars_after) for c in payload.cuts]
+    [('excerpt_chars', 32, 25), ('total_chars', 25, 19)]
+    >>> [(m.key, m.budget.value) for m in payload.member_losses]
+    [('lag#chunk-1', 'excerpt_chars')]
     """
 
     max_excerpt_chars: int

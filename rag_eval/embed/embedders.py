@@ -15,12 +15,13 @@ from typing import Protocol
 
 import numpy as np
 
-from rag_eval.core.errors import EmbedderUnavailableError
+from rag_eval.core.errors import EmbedderUnavailableError, EmbeddingMismatchError
 from rag_eval.embed.store import EmbeddingCache, VectorFile, text_sha256
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_DIM = 384
 _ALIASES = {"all-MiniLM-L6-v2": DEFAULT_MODEL}
+KNOWN_DIMS = {DEFAULT_MODEL: DEFAULT_DIM}  # models whose output dimension is known without loading them
 
 Progress = Callable[[int], None]
 
@@ -122,10 +123,33 @@ class VectorResolver:
         self.model_id = model_id
         self.cache = cache if cache is not None else EmbeddingCache(None, model_id)
         self.precomputed = [p for p in precomputed if p.model_id == model_id]
+        self.dim = self._check_dims()
         self._factory = factory
         self._embedder: Embedder | None = None
         self.batch_size = batch_size
         self.embedded = 0  # texts this resolver had to embed (0 on a warm cache)
+
+    def _check_dims(self) -> int | None:
+        """The vectors' dimension; every stored file must agree with the others and with the model."""
+        expected = KNOWN_DIMS.get(self.model_id.removesuffix(":raw"))
+        first: VectorFile | None = None
+        for pre in self.precomputed:
+            if not pre.vectors:
+                continue
+            if expected is not None and pre.dim != expected:
+                raise EmbeddingMismatchError(
+                    f"vectors are {pre.dim}-d but {self.model_id} gives {expected}-d vectors: rebuild them "
+                    "(make embeddings)",
+                    path=str(pre.path),
+                )
+            if first is not None and pre.dim != first.dim:
+                raise EmbeddingMismatchError(
+                    f"vectors are {pre.dim}-d but {first.path} holds {first.dim}-d vectors of the same model: "
+                    "rebuild both (make embeddings)",
+                    path=str(pre.path),
+                )
+            first = first or pre
+        return first.dim if first is not None else expected
 
     def lookup(self, text: str) -> np.ndarray | None:
         digest = text_sha256(text)
@@ -160,6 +184,14 @@ class VectorResolver:
         rows = [self.lookup(t) for t in texts]
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
+        dims = {r.shape[0] for r in rows if r is not None}
+        if len(dims) > 1:
+            where = self.cache.path or "the embedding cache"
+            raise EmbeddingMismatchError(
+                f"stored vectors of {self.model_id} have different dimensions {sorted(dims)}: delete the cache "
+                "and rebuild the vector files",
+                path=str(where),
+            )
         return np.stack([r for r in rows if r is not None])
 
     def _get_embedder(self, n_missing: int) -> Embedder:

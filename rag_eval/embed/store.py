@@ -66,10 +66,14 @@ def write_atomic(path: Path, table: pa.Table) -> None:
 class VectorFile:
     """One Parquet file of vectors keyed by text hash (read once, kept in memory)."""
 
-    def __init__(self, path: Path, vectors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+    def __init__(
+        self, path: Path, vectors: dict[str, np.ndarray], metadata: dict[str, str], *, checksum: str = "", dim: int = 0
+    ) -> None:
         self.path = path
         self.vectors = vectors
         self.metadata = metadata
+        self.checksum = checksum  # sha256 of the file's bytes
+        self.dim = dim
 
     @property
     def model_id(self) -> str:
@@ -84,13 +88,15 @@ class VectorFile:
             raise EmbeddingMismatchError(
                 f"cannot read vectors ({exc}); delete the file to rebuild it", path=str(p)
             ) from exc
+        checksum = hashlib.sha256(p.read_bytes()).hexdigest()
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         if table.num_rows == 0:
-            return cls(p, {}, meta)
+            return cls(p, {}, meta, checksum=checksum)
         hashes = table.column("text_sha256").to_pylist()
         matrix = np.asarray(table.column("vector").combine_chunks().flatten().to_numpy(), dtype=np.float32)
         matrix = matrix.reshape(len(hashes), -1)
-        return cls(p, dict(zip(hashes, matrix, strict=True)), meta)
+        _check_matrix(p, hashes, matrix, meta)
+        return cls(p, dict(zip(hashes, matrix, strict=True)), meta, checksum=checksum, dim=int(matrix.shape[1]))
 
     @classmethod
     def write(
@@ -102,6 +108,7 @@ class VectorFile:
         meta["texts_sha256"] = texts_checksum(texts)
         meta["dim"] = str(vectors.shape[1])
         meta["count"] = str(len(texts))
+        _check_matrix(Path(path), hashes, np.asarray(vectors), meta)  # never write what read() would refuse
         write_atomic(Path(path), _table(hashes, vectors, meta))
         return cls.read(path)
 
@@ -112,12 +119,30 @@ class VectorFile:
                 f"vectors are from model {self.metadata.get('model_id')!r}, expected {model_id!r}: {regenerate_hint}",
                 path=str(self.path),
             )
-        if self.metadata.get("texts_sha256") != texts_checksum(texts):
-            missing = sum(1 for t in texts if text_sha256(t) not in self.vectors)
+        missing = sum(1 for t in set(texts) if text_sha256(t) not in self.vectors)
+        if self.metadata.get("texts_sha256") != texts_checksum(texts) or missing:
             raise EmbeddingMismatchError(
                 f"vectors do not match the {len(texts)} texts they claim to embed "
                 f"({missing} without a vector; the data or the chunker changed): {regenerate_hint}",
                 path=str(self.path),
+            )
+
+
+def _check_matrix(path: Path, hashes: Sequence[str], matrix: np.ndarray, meta: Mapping[str, str]) -> None:
+    """Refuse a vector file that is not what it says: non-finite values, or a dimension or row count that
+    differs from its own metadata."""
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        raise EmbeddingMismatchError(
+            f"row {row + 1} (text {hashes[row][:12]}…) holds NaN or infinite values: rebuild the vectors",
+            path=str(path),
+        )
+    for key, actual in (("dim", int(matrix.shape[1])), ("count", len(hashes))):
+        claimed = meta.get(key)
+        if claimed is not None and claimed != str(actual):
+            raise EmbeddingMismatchError(
+                f"holds {actual} for '{key}' but its metadata says {claimed}: rebuild the vectors", path=str(path)
             )
 
 

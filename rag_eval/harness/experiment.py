@@ -29,6 +29,10 @@ so every experiment writes under the project's ``reports/``. Example::
     name = "evidence"
     baseline = true
     rag = { retrieve-k = 20, return-n = 5, max-chunks-per-document = 2 }
+
+    [gates]                                     # optional: the shipped default gates otherwise
+    file = "nightly"                            # a gates file (relative to this file) or a shipped name,
+                                                # or inline: checks = ["fail cap_compliance == 1", ...]
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.timing import LatencyMode, TimingPlan
 from rag_eval.harness.whatif import WHAT_IFS
-from rag_eval.search.milvus_schema import IndexSpec, redact_uri
+from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, IndexSpec, redact_uri, uri_problem
 
 DEFAULT_LITE_DIR = Path("reports/milvus")
 DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")
@@ -79,6 +83,7 @@ class IngestProfile:
         }
 
 
+DEFAULT_PROFILE = "production"  # rows as production has them, whether a run comes from a file or from flags
 PROFILES: Mapping[str, IngestProfile] = {
     "clean": IngestProfile(),
     "production": IngestProfile(
@@ -130,7 +135,7 @@ class Experiment:
     token_env: str = "RAG_EVAL_MILVUS_TOKEN"
     timeout: float = 10.0
     index: IndexSpec = field(default_factory=IndexSpec)
-    profile: IngestProfile = field(default_factory=IngestProfile)
+    profile: IngestProfile = field(default_factory=lambda: PROFILES[DEFAULT_PROFILE])
     configs: tuple[ConfigSpec, ...] = ()
     baseline: str = ""
     cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS
@@ -139,6 +144,8 @@ class Experiment:
     batch_size: int = 64
     query_limit: int | None = None
     production_cap: int | None = None  # the cap legacy configs are checked against; None: the evidence configs'
+    drilldown_queries: int | None = None  # queries in the HTML report's drill-down (None: its default)
+    gates: Mapping[str, Any] | None = None  # the [gates] table as written; rag_eval.compare reads it
 
     @property
     def baseline_spec(self) -> ConfigSpec:
@@ -166,7 +173,7 @@ class Experiment:
     def resolved_uri(self) -> str:
         if self.milvus_uri:
             return self.milvus_uri
-        return str(DEFAULT_LITE_DIR / f"{_slug(self.dataset_path.name)}.db")
+        return str(DEFAULT_LITE_DIR / f"{_slug_name(self.dataset_path.name)}.db")
 
     @property
     def resolved_vectors_dir(self) -> Path:
@@ -226,17 +233,18 @@ class Experiment:
             "timing": self.timing.as_dict(),
             "batch_size": self.batch_size,
             "query_limit": self.query_limit,
+            "report": {"drilldown_queries": self.drilldown_queries},
+            "gates": dict(self.gates) if self.gates is not None else None,
         }
-
-
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in text).strip("_").lower() or "dataset"
 
 
 # -- parsing ----------------------------------------------------------------------------------
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
-_TOP_KEYS = {"experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing"}
+_TOP_KEYS = {
+    "experiment", "dataset", "chunker", "embedder", "milvus", "ingest", "configs", "metrics", "timing", "report",
+    "gates",
+}  # fmt: skip
 
 
 class _Reader:
@@ -352,6 +360,16 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     timing = _timing_plan(tm, problems)
     tm.finish()
 
+    rp = sub("report")
+    drilldown_queries = rp.get("drilldown_queries", int)
+    rp.finish()
+    if drilldown_queries is not None and drilldown_queries < 1:
+        problems.append(ConfigProblem("report.drilldown_queries", "must be >= 1"))
+    gates = table.get("gates")
+    if gates is not None and not isinstance(gates, Mapping):
+        problems.append(ConfigProblem("gates", "expected a table ([gates] with file = PATH, or checks = [...])"))
+        gates = None
+
     raw_configs = table.get("configs", [])
     configs = _configs(raw_configs, base, problems)
     names = [c.name for c in configs]
@@ -378,6 +396,14 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     if warmup is not None and warmup < 0:
         problems.append(ConfigProblem("timing.warmup", "must be >= 0"))
     problems.extend(_cap_problems(configs, production_cap))
+    problems.extend(_name_problems("experiment.name", name))
+    if uri is not None and (why := uri_problem(uri)):
+        problems.append(ConfigProblem("milvus.uri", why))
+    if not 0 < float(timeout) <= 3600:
+        problems.append(ConfigProblem("milvus.timeout", f"must be > 0 and <= 3600 seconds, got {timeout}"))
+    if query_limit is not None and query_limit < 1:
+        problems.append(ConfigProblem("timing.query_limit", f"must be >= 1, got {query_limit}"))
+    problems.extend(_width_problems(configs))
     if problems:
         raise ConfigError(problems, path=source)
 
@@ -406,6 +432,8 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         batch_size=batch_size,
         query_limit=query_limit,
         production_cap=production_cap,
+        drilldown_queries=drilldown_queries,
+        gates=gates,
     )
 
 
@@ -422,6 +450,30 @@ def _timing_plan(r: _Reader, problems: list[ConfigProblem]) -> TimingPlan:
         problems.append(ConfigProblem("timing.latency_sample", f"must be >= 1, got {size}"))
         size = default.sample_size
     return TimingPlan(mode=LatencyMode(mode), sample_size=size, seed=seed)
+
+
+_MAX_NAME = 100
+
+
+def _name_problems(key: str, name: str) -> list[ConfigProblem]:
+    """Experiment and config names become file and directory names: nothing that can leave ``reports/runs/``."""
+    if not _SAFE_NAME.fullmatch(name) or len(name) > _MAX_NAME or name in {".", ".."}:
+        return [
+            ConfigProblem(
+                key, f"{name!r}: up to {_MAX_NAME} letters, digits, '.', '_', '-', starting with a letter or digit"
+            )
+        ]
+    return []
+
+
+def _width_problems(configs: Sequence[ConfigSpec]) -> list[ConfigProblem]:
+    return [
+        ConfigProblem(
+            f"configs.{c.name}", f"retrieve-k {c.config.retrieve_k:,} is over Milvus's limit of {MAX_TOPK:,} hits"
+        )
+        for c in configs
+        if c.config.retrieve_k > MAX_TOPK
+    ]
 
 
 def _cap_problems(configs: Sequence[ConfigSpec], production_cap: int | None) -> list[ConfigProblem]:
@@ -450,11 +502,17 @@ def _index(table: Mapping[str, Any], problems: list[ConfigProblem]) -> IndexSpec
         search_params=r.get("search", Mapping, defaults.search_params),
     )
     r.finish()
+    if settings.index_type not in INDEX_TYPES:
+        problems.append(
+            ConfigProblem("milvus.index.type", f"{settings.index_type!r} is not one of {', '.join(INDEX_TYPES)}")
+        )
+    if settings.metric not in METRICS:
+        problems.append(ConfigProblem("milvus.index.metric", f"{settings.metric!r} is not one of {', '.join(METRICS)}"))
     return settings
 
 
 def _profile(r: _Reader, problems: list[ConfigProblem]) -> IngestProfile:
-    name = r.get("profile", str, "clean")
+    name = r.get("profile", str, DEFAULT_PROFILE)
     base = PROFILES.get(name)
     if base is None:
         problems.append(ConfigProblem("ingest.profile", f"unknown profile {name!r} (known: {', '.join(PROFILES)})"))
@@ -515,8 +573,14 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
                 config = RagConfig.from_toml_table({"rag": inline or {}}, source=None)
                 origin = "inline"
         except ConfigError as err:
-            where = f"{prefix} ({err.path})" if err.path else f"{prefix}"
-            problems.extend(ConfigProblem(f"{where}: {p.key}", p.message) for p in err.problems)
+            if props is not None:
+                where = f"{prefix} ({err.path})" if err.path else f"{prefix}"
+                problems.extend(ConfigProblem(f"{where}: {p.key}", p.message) for p in err.problems)
+            else:  # an inline table: name keys and suggestions as written inside `rag = { ... }`
+                problems.extend(
+                    ConfigProblem(f"{prefix}.rag.{p.key.removeprefix('rag.')}", _inline(p.message))
+                    for p in err.problems
+                )
             continue
         if what_if is not None:
             if what_if not in WHAT_IFS:
@@ -529,6 +593,11 @@ def _configs(raw: Any, base: Path, problems: list[ConfigProblem]) -> list[Config
                 continue
         out.append(ConfigSpec(name=name, config=config, mode=mode, origin=origin, what_if=what_if))
     return out
+
+
+def _inline(message: str) -> str:
+    """A config message as a user of an inline ``rag = { ... }`` table reads it: keys without ``rag.``."""
+    return re.sub(r"'rag\.([a-z0-9.-]+)'", r"'\1'", message).replace("rag settings start with 'rag.'", "rag keys")
 
 
 def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
@@ -566,10 +635,12 @@ def with_overrides(
     if dataset is not None:
         changes["dataset_path"] = Path(dataset).resolve()
         if exp.source is None:
-            changes["name"] = Path(dataset).name
+            changes["name"] = _slug_name(Path(dataset).resolve().name)
     if split is not None:
         changes["split"] = split
     if milvus_uri is not None:
+        if why := uri_problem(milvus_uri):
+            problems.append(ConfigProblem("--milvus-uri", why))
         changes["milvus_uri"] = milvus_uri
     if collection is not None:
         changes["collection"] = collection
@@ -588,9 +659,14 @@ def with_overrides(
         changes["configs"] = tuple(configs)
         names = [c.name for c in configs]
         changes["baseline"] = baseline or names[0]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(ConfigProblem("--config", f"config name {dup!r} is given more than once"))
+        problems.extend(_width_problems(configs))
     elif baseline is not None:
         changes["baseline"] = baseline
     if query_limit is not None:
+        if query_limit < 1:
+            problems.append(ConfigProblem("--limit", f"must be >= 1, got {query_limit}"))
         changes["query_limit"] = query_limit
     if latency is not None:
         try:
@@ -608,6 +684,13 @@ def with_overrides(
     return new
 
 
+def _slug_name(text: str) -> str:
+    """A safe experiment name made from a directory name."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:_MAX_NAME]
+    return slug if slug and slug[0].isalnum() else f"dataset-{slug}".strip("-")
+
+
 def default_experiment(dataset: str, split: str = "test") -> Experiment:
     """An experiment made from flags only (no file): defaults everywhere."""
-    return Experiment(name=Path(dataset).name, source=None, dataset_path=Path(dataset).resolve(), split=split)
+    path = Path(dataset).resolve()
+    return Experiment(name=_slug_name(path.name), source=None, dataset_path=path, split=split)

@@ -13,10 +13,11 @@ rebuilt otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from rag_eval.embed.embedders import VectorResolver
 from rag_eval.harness.experiment import Experiment, IngestProfile
 from rag_eval.search.milvus import ChunkRow, MilvusStore
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,8 +84,17 @@ def plan_rows(corpus: ChunkedCorpus, profile: IngestProfile) -> list[IngestRow]:
 
 
 def collection_manifest(
-    exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus, model_id: str, n_rows: int
+    exp: Experiment,
+    dataset: Dataset,
+    corpus: ChunkedCorpus,
+    model_id: str,
+    n_rows: int,
+    *,
+    dim: int | None = None,
+    vector_files: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
+    """What a collection was built from; a collection is reused only when all of it matches (a changed
+    vector file or dimension rebuilds it rather than leaving a poisoned collection in place)."""
     return {
         "manifest_version": MANIFEST_VERSION,
         "dataset": dataset.name,
@@ -96,6 +106,8 @@ def collection_manifest(
         "profile": exp.profile.as_dict(),
         "rows": n_rows,
         "full_text": needs_full_text(exp),
+        "dim": dim,
+        "vector_files": sorted([name, sha] for name, sha in vector_files),
     }
 
 
@@ -131,6 +143,45 @@ class IngestResult:
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 
 
+def _build(
+    store: MilvusStore,
+    exp: Experiment,
+    rows: Sequence[IngestRow],
+    by_key: Mapping[str, Any],
+    dim: int,
+    manifest: dict[str, Any],
+    progress: ProgressFactory,
+) -> None:
+    try:
+        store.create(dim=dim, index=exp.index, manifest=manifest, full_text=needs_full_text(exp))
+    except UnsupportedFeatureError as exc:
+        hybrid = [c.name for c in exp.configs if c.mode is SearchMode.HYBRID]
+        raise UnsupportedFeatureError(
+            f"configs {hybrid} use mode 'hybrid', which needs BM25 full-text search: {exc}",
+            feature=exc.feature,
+            uri=exc.uri,
+        ) from exc
+    store.insert(
+        (
+            ChunkRow(
+                vector_id=r.vector_id,
+                doc_id=r.doc_id,
+                chunk_index=r.chunk_index,
+                content=r.chunk.content,
+                title=r.chunk.title,
+                source=r.chunk.source,
+                category=r.chunk.category,
+                start=r.chunk.start,
+                end=r.chunk.end,
+                vector=by_key[r.chunk.key].tolist(),
+            )
+            for r in rows
+        ),
+        on_batch=progress("inserting rows", len(rows)),
+    )
+    store.finalize()
+
+
 def _no_progress(label: str, total: int) -> Callable[[int], None]:
     return lambda n: None
 
@@ -147,7 +198,15 @@ def ensure_collection(
 ) -> IngestResult:
     """Create and fill the collection unless a matching one is already complete."""
     t0 = time.perf_counter()
-    manifest = collection_manifest(exp, dataset, corpus, resolver.model_id, len(rows))
+    manifest = collection_manifest(
+        exp,
+        dataset,
+        corpus,
+        resolver.model_id,
+        len(rows),
+        dim=resolver.dim,
+        vector_files=[(f.path.name, f.checksum) for f in resolver.precomputed],
+    )
     name = collection_name(exp, manifest)
     with MilvusStore(exp.resolved_uri, name, token_env=exp.token_env, timeout=exp.timeout) as store:
         reason = "forced rebuild" if force else "new collection"
@@ -169,33 +228,12 @@ def ensure_collection(
         vectors = resolver.resolve(texts, progress=progress("embedding chunks", len(resolver.missing(texts))))
         by_key = {c.key: v for c, v in zip(corpus.chunks, vectors, strict=True)}
         try:
-            store.create(dim=int(vectors.shape[1]), index=exp.index, manifest=manifest, full_text=needs_full_text(exp))
-        except UnsupportedFeatureError as exc:
-            hybrid = [c.name for c in exp.configs if c.mode is SearchMode.HYBRID]
-            raise UnsupportedFeatureError(
-                f"configs {hybrid} use mode 'hybrid', which needs BM25 full-text search: {exc}",
-                feature=exc.feature,
-                uri=exc.uri,
-            ) from exc
-        store.insert(
-            (
-                ChunkRow(
-                    vector_id=r.vector_id,
-                    doc_id=r.doc_id,
-                    chunk_index=r.chunk_index,
-                    content=r.chunk.content,
-                    title=r.chunk.title,
-                    source=r.chunk.source,
-                    category=r.chunk.category,
-                    start=r.chunk.start,
-                    end=r.chunk.end,
-                    vector=by_key[r.chunk.key].tolist(),
-                )
-                for r in rows
-            ),
-            on_batch=progress("inserting rows", len(rows)),
-        )
-        store.finalize()
+            _build(store, exp, rows, by_key, int(vectors.shape[1]), manifest, progress)
+        except BaseException:
+            # never leave a half-built collection (no index, missing rows) that a later run could reuse
+            with contextlib.suppress(Exception):
+                store.drop()
+            raise
         return IngestResult(
             uri=exp.resolved_uri,
             collection=name,

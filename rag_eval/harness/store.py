@@ -20,6 +20,7 @@ are assembled from the parts, then ``.parts`` is removed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -36,6 +37,23 @@ from rag_eval.harness.rows import SCHEMA, rows_to_table
 
 STATE_FILE = "state.json"
 PARTS = ".parts"
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with NaN and infinities as None (JSON has neither) and numpy scalars as Python's.
+
+    >>> json_safe({"a": float("nan"), "b": [1.5, float("inf")]})
+    {'a': None, 'b': [1.5, None]}
+    """
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and hasattr(obj, "dtype"):  # a numpy scalar
+        return json_safe(obj.item())
+    return obj
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -58,7 +76,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+    """JSON written atomically; NaN and infinities become null (never the invalid ``NaN`` token)."""
+    text = json.dumps(json_safe(obj), indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False)
+    atomic_write_text(path, text + "\n")
 
 
 class RunStore:

@@ -21,6 +21,7 @@ definitions; ``per_query_frame`` and ``summarize`` compute them for a whole tabl
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -30,13 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rag_eval.core.identity import key_kind
-from rag_eval.harness.rows import SCHEMA
+from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
 from rag_eval.metrics import perquery
 from rag_eval.metrics.columns import flat_values
 from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of, measure_names
 
 __all__ = [
     "COPY",
+    "PAIR_COLUMNS",
     "SAME_TEXT",
     "chunk_ranking",
     "content_duplicate_breakdown",
@@ -44,9 +46,14 @@ __all__ = [
     "doc_ranking",
     "first_occurrences",
     "latency_stats",
+    "max_chunks_per_document",
     "measure_names",
+    "pair_frame",
     "per_query_frame",
+    "quantile_ci",
+    "query_values",
     "row_identity",
+    "same_doc_pairs",
     "standard_measures",
     "summarize",
     "summary_frame",
@@ -86,6 +93,23 @@ def standard_measures(ranking: Sequence[str], qrels: Mapping[str, int], cutoffs:
             rr = 1.0 / i
             break
     out["RR"] = rr
+    return out
+
+
+def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
+    """(doc, relevant, delivered, recall, cap-aware recall) for each document with >= 2
+    relevant chunks for this query."""
+    per_doc: dict[str, list[str]] = {}
+    for chunk in row["relevant_chunks"]:
+        per_doc.setdefault(doc_of(chunk), []).append(chunk)
+    delivered = set(row["delivered_relevant"])
+    out = []
+    for doc, chunks in sorted(per_doc.items()):
+        if len(chunks) < 2:
+            continue
+        got = sum(1 for c in chunks if c in delivered)
+        denom = len(chunks) if cap is None else min(cap, len(chunks))
+        out.append((doc, len(chunks), got, got / len(chunks), min(1.0, got / denom)))
     return out
 
 
@@ -377,3 +401,85 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
     frame[lost] = frame[lost].fillna(0).astype(int)
     frame.index.name = "config"
     return frame
+
+
+# -- units of comparison ----------------------------------------------------------------------
+
+PAIR_COLUMNS = ("query_id", "config", "doc_id", "relevant", "delivered", "recall", "recall_cap_aware")
+
+
+def pair_frame(table: pd.DataFrame | pa.Table, caps: Mapping[str, int | None]) -> pd.DataFrame:
+    """One row per (query, config, document with >= 2 relevant chunks): the units that
+    same-document multi-chunk recall averages over, so a comparison can pair them
+    (:func:`same_doc_pairs` for every row, computed column-wise).
+
+    ``caps``: config -> the cap of the cap-aware recall (None: no cap).
+
+    >>> t = pd.DataFrame([{"query_id": "q", "config": "c", "relevant_chunks": ["d#chunk-0", "d#chunk-1", "e#chunk-0"],
+    ...                    "delivered_relevant": ["d#chunk-1"]}])
+    >>> pair_frame(t, {"c": 1})[["doc_id", "relevant", "delivered", "recall", "recall_cap_aware"]].to_dict("records")
+    [{'doc_id': 'd', 'relevant': 2, 'delivered': 1, 'recall': 0.5, 'recall_cap_aware': 1.0}]
+    """
+    arrow = as_arrow(table, ("query_id", "config", "relevant_chunks", "delivered_relevant"))
+    pairs = perquery.same_doc_pairs(arrow, caps)
+    rows = pa.array(pairs["row"].to_numpy(), type=pa.int64())
+    return pd.DataFrame(
+        {
+            "query_id": arrow.column("query_id").take(rows).to_pylist(),
+            "config": arrow.column("config").take(rows).to_pylist(),
+            "doc_id": pairs["doc_id"].tolist(),
+            "relevant": pairs["relevant"].to_numpy(),
+            "delivered": pairs["delivered"].to_numpy(),
+            "recall": pairs["recall"].to_numpy(),
+            "recall_cap_aware": pairs["cap_aware"].to_numpy(),
+        },
+        columns=list(PAIR_COLUMNS),
+    )
+
+
+def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
+    """The most delivered chunks sharing one stored doc id; a chunk without a doc id is its own
+    document (D3's bucket rule), so it counts once.
+
+    >>> max_chunks_per_document(["a", "b", "a", "", "", "a"])
+    3
+    >>> max_chunks_per_document(["", ""]), max_chunks_per_document([])
+    (1, 0)
+    """
+    counts = Counter(d for d in doc_ids if d)
+    return max(counts.values(), default=1 if len(doc_ids) else 0)
+
+
+def query_values(table: pd.DataFrame, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
+    """Every per-query value a comparison pairs on, one row per (query, config): the columns of
+    :func:`per_query_frame`, and
+
+    ``cap_ok``            1.0 when no stored doc id has more delivered chunks than the cap it is checked
+                          against (NaN when there is none); ``cap_ok_true`` the same by true document
+    ``max_doc_chunks``    :func:`max_chunks_per_document` of the delivered chunks
+    ``return_n_ok``       1.0 when at most return-n blocks were delivered
+    ``guard_refs``        distinct chunk references; ``guard_ok`` those EvidenceGuard maps 1:1
+    ``payload_chars``, ``n_blocks`` and the latency columns (microseconds) as the table has them
+
+    ``configs``: dicts with ``name``, ``cap``, ``cap_aware`` and ``return_n`` (see :func:`summarize`).
+    """
+    by_name = {c["name"]: c for c in configs}
+    frame = per_query_frame(
+        table, cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
+    )
+    return_n = table["config"].map(lambda name: by_name[name]["return_n"])
+    max_chunks = table["member_doc_ids"].map(lambda ids: max_chunks_per_document(list(ids)))
+    extra = pd.DataFrame(
+        {
+            "max_doc_chunks": max_chunks.astype(float).to_numpy(),
+            "return_n_ok": (table["n_blocks"] <= return_n).astype(float).to_numpy(),
+            "guard_refs": table["guard_references"].astype(float).to_numpy(),
+            "guard_ok": (table["guard_references"] - table["guard_violations"]).astype(float).to_numpy(),
+            "payload_chars": table["payload_chars"].astype(float).to_numpy(),
+            "n_blocks": table["n_blocks"].astype(float).to_numpy(),
+            **{col: table[col].astype(float).to_numpy() for col in LATENCY_COLUMNS},
+        },
+        index=frame.index,
+    )
+    return pd.concat([frame, extra], axis=1)
+

@@ -152,6 +152,7 @@ def _compute(
 
     pairs = _same_doc_pairs(relevant, delivered, len(chunk_vocab), doc_code, doc_vocab, cap_aware)
     frame.update(_pair_means(pairs, n))
+    pairs = pairs[["row", "recall", "cap_aware"]]
 
     (keys, hit_keys), key_vocab = coded(table, ["member_keys", "hit_keys"])
     (shas, hit_shas), _ = coded(table, ["member_content_sha", "hit_content_sha"])
@@ -260,11 +261,34 @@ def _standard(
     return {f"{level}:{name}": np.where(scored, out[name], math.nan) for name in measure_names(cutoffs)}
 
 
+def same_doc_pairs(
+    batches: pa.Table | Iterable[pa.Table | pa.RecordBatch], caps: Mapping[str, int | None]
+) -> pd.DataFrame:
+    """Every (query, document with >= 2 relevant chunks) pair of a table (``config``,
+    ``relevant_chunks`` and ``delivered_relevant`` are read): ``row`` (in the table), ``doc_id``,
+    ``relevant``, ``delivered``, ``recall`` and ``cap_aware`` (``caps``: config -> cap, None: none)."""
+    if isinstance(batches, pa.Table):
+        whole = batches
+        batches = [whole.slice(start, BATCH_ROWS) for start in range(0, max(whole.num_rows, 1), BATCH_ROWS)]
+    parts = []
+    offset = 0
+    for batch in batches:
+        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        (relevant, delivered), chunk_vocab = coded(table, ["relevant_chunks", "delivered_relevant"])
+        doc_code, doc_vocab = _doc_codes(chunk_vocab, pa.array([], pa.string()))
+        cap = _per_row_cap(table.column("config"), caps)
+        part = _same_doc_pairs(relevant, delivered, len(chunk_vocab), doc_code, doc_vocab, cap)
+        parts.append(part.assign(row=part["row"] + offset))
+        offset += table.num_rows
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
 def _same_doc_pairs(
     relevant: Flat, delivered: Flat, n_chunks: int, doc_code: Array, doc_vocab: pa.Array, cap: Array
 ) -> pd.DataFrame:
-    """(row, recall, cap_aware) for every (query, document) with two or more relevant chunks, by row
-    then document name; the cap-aware recall divides by min(cap, relevant chunks) and is clipped at 1."""
+    """(row, doc_id, relevant, delivered, recall, cap_aware) for every (query, document) with two or more
+    relevant chunks, by row then document name; the cap-aware recall divides by min(cap, relevant chunks)
+    and is clipped at 1."""
     width = max(n_chunks, 1)
     got = np.isin(pair_key(relevant.row, relevant.code, width), pair_key(delivered.row, delivered.code, width))
     docs = Flat(relevant.row, doc_code[relevant.code])
@@ -273,11 +297,21 @@ def _same_doc_pairs(
     got_n = np.bincount(first, weights=got.astype(float), minlength=len(docs)).astype(np.int64)
     pair = np.flatnonzero(size >= 2)
     rows, size, got_n = docs.row[pair], size[pair], got_n[pair]
-    order = _by_row_and_name(rows, doc_vocab.take(pa.array(docs.code[pair], type=pa.int64())))
+    names = doc_vocab.take(pa.array(docs.code[pair], type=pa.int64()))
+    order = _by_row_and_name(rows, names)
     rows, size, got_n = rows[order], size[order], got_n[order]
     row_cap = cap[rows]
     denom = np.where(np.isnan(row_cap), size, np.minimum(row_cap, size))
-    return pd.DataFrame({"row": rows, "recall": got_n / size, "cap_aware": np.minimum(1.0, got_n / denom)})
+    return pd.DataFrame(
+        {
+            "row": rows,
+            "doc_id": np.asarray(names.take(pa.array(order)).to_pylist(), dtype=object),
+            "relevant": size,
+            "delivered": got_n,
+            "recall": got_n / size,
+            "cap_aware": np.minimum(1.0, got_n / denom),
+        }
+    )
 
 
 def _pair_means(pairs: pd.DataFrame, n: int) -> dict[str, Array]:

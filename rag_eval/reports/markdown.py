@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jinja2
@@ -18,7 +19,22 @@ def _env() -> jinja2.Environment:
     )
     env.filters["num"] = _num
     env.filters["pct"] = _pct
+    env.filters["md"] = md_text
     return env
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
+
+
+def md_text(value: Any) -> str:
+    r"""User text (names, paths, descriptions) as literal Markdown text: every character Markdown or HTML
+    would read as syntax is escaped, line breaks become spaces (a table row stays one row).
+
+    >>> print(md_text("a|b <script>x</script> *y*"))
+    a\|b \<script\>x\</script\> \*y\*
+    """
+    text = " ".join(str(value).split())
+    return _MD_SPECIAL.sub(r"\\\1", text)
 
 
 def _num(value: Any, digits: int = 3) -> str:

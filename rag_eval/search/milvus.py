@@ -59,6 +59,7 @@ from rag_eval.core.errors import (
     DimensionMismatchError,
     FilterError,
     RagEvalError,
+    SearchBackendError,
     SearchRequestError,
     SearchUnavailableError,
     UnsupportedFeatureError,
@@ -120,6 +121,31 @@ __all__ = [
 ]
 
 _VISIBLE_WAIT_S: Final = 120.0
+_INDEX_WAIT_S: Final = 600.0
+_SETTLE_WAIT_S: Final = 20.0
+# pymilvus pings every 10 s even with no call in flight (while a long ingest embeds, say), and sends
+# bandwidth probes on large inserts; a server answers too many of them with "too_many_pings" GOAWAYs that
+# gRPC prints on the terminal. Ping only during calls, rarely, and without bandwidth probes.
+_GRPC_OPTIONS: Final = {
+    "grpc.keepalive_time_ms": 60_000,
+    "grpc.keepalive_permit_without_calls": False,
+    "grpc.http2.bdp_probe": 0,
+}
+# words with which Milvus says the request itself is wrong (everything else from a live server is its failure)
+_INPUT_WORDS: Final = (
+    "invalid",
+    "illegal",
+    "must be",
+    "should be",
+    "exceed",
+    "out of range",
+    "not supported",
+    "unsupported",
+    "param",
+    "syntax",
+    "mismatch",
+    "wrong",
+)
 _T = TypeVar("_T")
 _LITE_LOCK = threading.Lock()
 _LITE_REFS: dict[str, int] = {}
@@ -159,7 +185,9 @@ class _Connection:
         pm = _pymilvus()
         token = os.environ.get(token_env, "")
         return self._retrying(
-            "connect", lambda t: pm.MilvusClient(uri=self.uri, token=token, timeout=t), budget=self.timeout
+            "connect",
+            lambda t: pm.MilvusClient(uri=self.uri, token=token, timeout=t, grpc_options=dict(_GRPC_OPTIONS)),
+            budget=self.timeout,
         )
 
     def _open_lite(self) -> Any:
@@ -324,7 +352,12 @@ class _Connection:
                 f"vector dimension does not match collection {name!r} ({message}): embed with the model used at ingest",
                 uri=uri,
             )
-        return SearchRequestError(f"Milvus at {uri} refused {what} on {name!r}: {message}", uri=uri)
+        if code == 1100 or any(word in low for word in _INPUT_WORDS):
+            return SearchRequestError(f"Milvus at {uri} refused {what} on {name!r}: {message}", uri=uri)
+        # anything else from a server that answered is the server's failure, not the user's input
+        return SearchBackendError(
+            f"Milvus at {uri} failed {what} on {name!r}: {message}: check the server's health and logs", uri=uri
+        )
 
 
 class _Capture(logging.Handler):
@@ -378,10 +411,11 @@ def _count(conn: _Connection, name: str, consistency: str | None = "Strong") -> 
     return int(rows[0]["count(*)"])
 
 
-def _ensure_loaded(conn: _Connection, name: str, load: bool) -> None:
+def _ensure_loaded(conn: _Connection, name: str, load: bool) -> bool:
+    """Load the collection unless it is loaded; True when it had to be loaded now."""
     state = conn.call("get load state", conn.client.get_load_state, name, collection=name, budget=conn.timeout)
     if getattr(state.get("state"), "name", None) == "Loaded":
-        return
+        return False
     if not load:
         raise CollectionNotLoadedError(
             f"collection {name!r} in Milvus at {conn.shown} is not loaded: load it or open it with load=True",
@@ -391,6 +425,47 @@ def _ensure_loaded(conn: _Connection, name: str, load: bool) -> None:
     conn.call(
         "load collection", conn.client.load_collection, name, collection=name, budget=max(conn.call_timeout, 600.0)
     )
+    return True
+
+
+def _settle(conn: _Connection, name: str, index: IndexSpec) -> None:
+    """Wait until a freshly loaded server answers searches the same way twice in a row.
+
+    Right after a load, a server can still hold rows both in the sealed, indexed segment and in the stream
+    it loaded from, and answers the first searches partly by brute force; a run started then gets other
+    hits than a run a moment later. Probe with stored vectors until three consecutive answers agree.
+    """
+    rows = conn.call(
+        "query",
+        conn.client.query,
+        name,
+        filter="vector_id >= 0",
+        output_fields=[VECTOR_FIELD],
+        limit=32,
+        collection=name,
+    )
+    probe = [list(r[VECTOR_FIELD]) for r in rows]
+    if not probe:
+        return
+    coll = _describe(conn, name)
+    params = _search_params(coll, index, 50)
+    deadline = time.monotonic() + _SETTLE_WAIT_S
+    seen: list[list[list[Any]]] = []
+    while time.monotonic() < deadline:
+        answer = conn.call(
+            "search",
+            conn.client.search,
+            name,
+            data=probe,
+            anns_field=VECTOR_FIELD,
+            limit=50,
+            search_params=params,
+            collection=name,
+        )
+        seen.append([[h["id"] for h in hits] for hits in answer])
+        if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
+            return
+        time.sleep(0.3)
 
 
 def _search_params(coll: _Collection, index: IndexSpec, limit: int) -> dict[str, Any]:
@@ -538,10 +613,17 @@ def _manifest_json(manifest: Mapping[str, Any], uri: str) -> str:
 class MilvusStore(PortBase):
     """Creates, fills and describes one rag_eval collection (Lite path or server URI).
 
-    >>> with MilvusStore("reports/milvus.db", "kb") as store:  # doctest: +SKIP
-    ...     store.create(dim=384, index=IndexSpec(), manifest={"dataset_sha256": "..."})
-    ...     store.insert(rows, on_batch=progress.advance)
+    >>> import tempfile
+    >>> rows = [ChunkRow(vector_id=i + 1, doc_id="lag", chunk_index=i, content=text, title="Replica lag",
+    ...                  source="kb/lag.md", category="db", start=None, end=None, vector=vector)
+    ...         for i, (text, vector) in enumerate([("Check the SQL thread.", [1.0, 0.0]),
+    ...                                              ("Raise the relay log limit.", [0.6, 0.8])])]
+    >>> with tempfile.TemporaryDirectory() as tmp, MilvusStore(f"{tmp}/milvus.db", "kb") as store:
+    ...     store.create(dim=2, index=IndexSpec.flat(), manifest={"dataset": "incident-kb"})
+    ...     inserted = store.insert(rows, batch_size=1)
     ...     store.finalize()
+    ...     (inserted, store.count(), store.read_manifest())
+    (2, 2, {'dataset': 'incident-kb'})
     """
 
     def __init__(
@@ -700,9 +782,12 @@ class MilvusStore(PortBase):
         return record, nbytes
 
     def finalize(self) -> None:
-        """Flush, build the index, load, and wait until every row is visible to searches."""
+        """Flush, build the index and wait until it covers every row, load, and wait until every row is
+        visible to searches: no query is answered from an unindexed segment, so two runs give the same hits."""
         conn, name = self._conn, self.collection
         conn.call("flush", conn.client.flush, name, collection=name)
+        if conn.kind == "server":
+            self._compact()
         coll = _describe(conn, name)
         index = self._index or _stored_index(coll)
         if coll.index_type is None:
@@ -720,8 +805,54 @@ class MilvusStore(PortBase):
                 budget=max(conn.call_timeout, 600.0),
                 retry=False,
             )
+        self._wait_indexed()
         _ensure_loaded(conn, name, load=True)
         self._wait_visible()
+        if conn.kind == "server":
+            _settle(conn, name, self._index or _stored_index(_describe(conn, name)))
+
+    def _compact(self) -> None:
+        # A server merges the small segments of a fresh collection in the background, and re-indexes them;
+        # searches before and after that answer from different HNSW graphs. Merge them now, and wait.
+        conn, name = self._conn, self.collection
+        job = conn.call("compact", conn.client.compact, name, collection=name)
+        deadline = time.monotonic() + _INDEX_WAIT_S
+        while conn.call("compaction state", conn.client.get_compaction_state, job, collection=name) != "Completed":
+            if time.monotonic() > deadline:
+                raise SearchUnavailableError(
+                    f"Milvus at {conn.shown} did not finish compacting {name!r} in {_INDEX_WAIT_S:g} s: "
+                    "check the data nodes, then ingest again",
+                    uri=conn.shown,
+                )
+            time.sleep(0.2)
+
+    def _wait_indexed(self) -> None:
+        # A server builds indexes asynchronously; a segment searched before its index is ready is searched
+        # brute force, with other scores than after the hand-off. Lite builds at once and reports no progress.
+        conn, name = self._conn, self.collection
+        deadline = time.monotonic() + _INDEX_WAIT_S
+        for index_name in conn.call("list indexes", conn.client.list_indexes, name, collection=name):
+            while True:
+                info = conn.call("describe index", conn.client.describe_index, name, index_name, collection=name)
+                if "indexed_rows" not in info:
+                    break
+                total, done = int(info.get("total_rows", 0)), int(info.get("indexed_rows", 0))
+                pending, state = int(info.get("pending_index_rows", 0)), str(info.get("state", "Finished"))
+                if state == "Failed":
+                    raise SearchBackendError(
+                        f"Milvus at {conn.shown} failed to build index {index_name!r} of {name!r} "
+                        f"({one_line(info.get('index_state_fail_reason', ''))}): check the index parameters",
+                        uri=conn.shown,
+                    )
+                if done >= max(total, self._inserted) and pending == 0 and state == "Finished":
+                    break
+                if time.monotonic() > deadline:
+                    raise SearchUnavailableError(
+                        f"Milvus at {conn.shown} indexed {done:,} of {max(total, self._inserted):,} rows of "
+                        f"{name!r} in {_INDEX_WAIT_S:g} s: check the index nodes, then ingest again",
+                        uri=conn.shown,
+                    )
+                time.sleep(0.2)
 
     def _wait_visible(self) -> None:
         # The server searches with Bounded consistency: wait until that view holds every row too.
@@ -785,8 +916,20 @@ class MilvusSearch(PortBase):
     ``encoder`` turns query texts into vectors. Opening connects, checks the collection and its index
     against ``index``, and loads it (unless ``load=False``); errors are the project's own.
 
-    >>> with MilvusSearch("reports/milvus.db", "kb", encoder=embed) as port:  # doctest: +SKIP
-    ...     hits = port.search(KnowledgeSearchRequest(query="replication lag", top_k=10))
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> with MilvusStore(f"{tmp.name}/milvus.db", "kb") as store:
+    ...     store.create(dim=2, index=IndexSpec.flat(), manifest={})
+    ...     inserted = store.insert(
+    ...         ChunkRow(vector_id=i + 1, doc_id="lag", chunk_index=i, content=f"chunk {i}", title="", source="",
+    ...                  category="db", start=None, end=None, vector=vector)
+    ...         for i, vector in enumerate([[1.0, 0.0], [0.6, 0.8]]))
+    ...     store.finalize()
+    >>> with MilvusSearch(f"{tmp.name}/milvus.db", "kb", encoder=lambda texts: [[0.8, 0.6] for _ in texts]) as port:
+    ...     hits = port.search(KnowledgeSearchRequest(query="replica lag", top_k=10))
+    >>> [(h.id, h.doc_id, h.chunk_index, h.source, round(h.score, 2)) for h in hits]
+    [('2', 'lag', 1, None, 0.96), ('1', 'lag', 0, None, 0.8)]
+    >>> tmp.cleanup()
     """
 
     def __init__(
@@ -809,7 +952,8 @@ class MilvusSearch(PortBase):
             self._coll = _describe(self._conn, collection)
             self._index = index if index is not None else _stored_index(self._coll)
             self._check_index()
-            _ensure_loaded(self._conn, collection, load)
+            if _ensure_loaded(self._conn, collection, load) and self._conn.kind == "server":
+                _settle(self._conn, collection, self._index)
         except BaseException:
             self._conn.close()
             raise

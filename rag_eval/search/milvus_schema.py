@@ -6,6 +6,7 @@ callers and tests can build rows and index specs without loading the client.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -130,8 +131,67 @@ def redact_uri(uri: str) -> str:
         return uri
     parts = urlsplit(uri)
     host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    try:
+        port = parts.port
+    except ValueError:
+        return redact_uri_loosely(uri)
+    netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+INDEX_TYPES: Final = ("AUTOINDEX", "FLAT", "IVF_FLAT", "IVF_SQ8", "IVF_PQ", "HNSW", "HNSW_SQ", "SCANN", "DISKANN")
+METRICS: Final = ("COSINE", "IP", "L2")
+SERVER_SCHEMES: Final = ("http", "https", "tcp")
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]*(/.*)?$")
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why ``uri`` is neither a usable server URI nor plainly a local Milvus Lite path (None when it is one).
+
+    The message never repeats credentials.
+
+    >>> uri_problem("reports/milvus/kb.db") is None and uri_problem("http://127.0.0.1:19530") is None
+    True
+    >>> uri_problem("127.0.0.1:19530")
+    "'127.0.0.1:19530' looks like a server address without a scheme: write http://127.0.0.1:19530"
+    >>> "secret" in uri_problem("user:secret@db.example:19530")
+    False
+    """
+    if not uri.strip():
+        return "is blank: give a Lite file path or http(s)://host:port"
+    if uri != uri.strip() or any(ch in uri for ch in "\n\r\t\x00"):
+        return "has leading/trailing whitespace or control characters"
+    scheme, sep, _ = uri.partition("://")
+    if sep:
+        if scheme.lower() not in SERVER_SCHEMES:
+            return f"scheme {scheme!r} is not one of {', '.join(SERVER_SCHEMES)} (a Lite file is a plain path)"
+        parts = urlsplit(uri)
+        try:
+            port = parts.port
+        except ValueError:
+            return f"{redact_uri_loosely(uri)} has a port that is not a number from 1 to 65535"
+        if not parts.hostname:
+            return f"{redact_uri_loosely(uri)} names no host"
+        if port == 0:
+            return f"{redact_uri_loosely(uri)} has port 0"
+        return None
+    if "@" in uri.split("/", 1)[0]:
+        host = uri.split("/", 1)[0].rsplit("@", 1)[1]
+        return (
+            f"a URI with credentials but no scheme is not a file path: write http://{host} and give the token "
+            "in the token environment variable"
+        )
+    if _HOST_PORT.match(uri) and not uri.endswith(".db"):
+        return f"{uri!r} looks like a server address without a scheme: write http://{uri}"
+    return None
+
+
+def redact_uri_loosely(uri: str) -> str:
+    """Like :func:`redact_uri`, for URIs that may not even parse: credentials cut at the last ``@``."""
+    scheme, sep, rest = uri.partition("://")
+    netloc, slash, path = rest.partition("/")
+    host = netloc.rsplit("@", 1)[-1]
+    return f"{scheme}{sep}{host}{slash}{path}" if sep else uri.rsplit("@", 1)[-1]
 
 
 def one_line(text: object, limit: int = 240) -> str:

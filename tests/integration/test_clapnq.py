@@ -58,3 +58,42 @@ def test_clapnq_legacy_against_evidence(clapnq_run: tuple[Experiment, jobs.RunRe
     # a higher cap keeps more chunks of the one relevant passage
     assert c["evidence-cap3"]["same_doc_multi_chunk_recall"] > c["evidence"]["same_doc_multi_chunk_recall"]
     assert c["evidence"]["stage_losses"]["cap"] > 0
+
+
+def test_clapnq_gates_evidence_against_legacy(clapnq_run: tuple[Experiment, jobs.RunResult]) -> None:
+    """The experiment's rollout gates: D1-D5's invariants hold; legacy (which merges a passage's
+    chunks into one block, no cap) delivers more same-document chunks, and the gate says so."""
+    _, result = clapnq_run
+    assert result.comparison is not None and result.exit_code == 0
+    gates = {(c, g["id"]): g for c, g in result.comparison.gates}
+    for check in ("cap_compliance == 1", "duplicate_rate == 0", "return_n_compliance == 1", "evidence_guard_1to1 == 1"):
+        assert gates[("evidence", f"{check} for pipeline=evidence")]["outcome"] == "pass"
+    assert gates[("evidence", "max_chunks_per_document <= 2 for name=evidence")]["outcome"] == "pass"
+    recall = gates[("evidence", "same_doc_multi_chunk_recall drop <= 0.02")]
+    assert recall["outcome"] == "warn" and recall["value"] > 0.1
+
+
+def test_clapnq_run_compared_with_itself_passes(clapnq_run: tuple[Experiment, jobs.RunResult]) -> None:
+    from rag_eval.compare.comparison import compare
+    from rag_eval.compare.gates import experiment_gates
+    from rag_eval.compare.rundir import RunData
+
+    exp, result = clapnq_run
+    run = RunData.from_dir(result.out)
+    comparison = compare(run, run, experiment_gates(exp.gates, source=exp.source))
+    assert comparison.exit_code == 0
+    assert {g["outcome"] for _, g in comparison.gates} == {"pass"}
+    assert all(m["p_value"] in (1.0, None) for c in comparison.document["comparisons"] for m in c["metrics"])
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["same_doc_multi_chunk_recall drop <= 0.02", "chunk:nDCG@5 drop <= 0.02", "latency:postprocess:p95 growth <= 20%"],
+)
+def test_clapnq_aa_simulation_fires_in_at_most_alpha(clapnq_run: tuple[Experiment, jobs.RunResult], spec: str) -> None:
+    from rag_eval.compare.rundir import RunData
+    from tests.integration.test_compare_calibration import aa_fire_rate
+
+    _, result = clapnq_run
+    simulations = 200 if spec.startswith("latency") else 400  # percentiles cost more to resample
+    assert aa_fire_rate(RunData.from_dir(result.out), spec, "legacy", "evidence", simulations=simulations) <= 0.05

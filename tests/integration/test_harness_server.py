@@ -85,3 +85,34 @@ def test_cli_exit_code_3_when_the_server_is_gone(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "127.0.0.1:9" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_two_runs_on_the_server_give_identical_rows(
+    server_uri: str,
+    collection_name: str,
+    drop_after: Callable[[str, str], None],
+    tmp_path: Path,
+    shared_dataset: Callable[[str], Path],
+) -> None:
+    """ClapNQ on the default HNSW index: the first run builds the collection and replays at once, the second
+    reuses it. Hits come in one total order (equal scores by vector id, ties at a cut-off completed), ingest
+    waits until the rows are compacted, indexed, loaded and answering steadily, and the hits kept always come
+    from a query's second search, so the rows are identical."""
+    import pandas as pd
+
+    from rag_eval.harness.rows import LATENCY_COLUMNS
+
+    drop_after(server_uri, collection_name)
+    exp = with_overrides(
+        load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml"),
+        dataset=str(shared_dataset("clapnq")),
+        milvus_uri=server_uri,
+        collection=collection_name,
+    )
+    exp = replace(exp, cache_dir=tmp_path / "cache")
+    jobs.ingest(exp, force=True)
+    tables = []
+    for n in range(2):
+        result = jobs.run_experiment(exp, tmp_path / f"run{n}")
+        tables.append(pq.read_table(result.out / "per_query.parquet").to_pandas().drop(columns=list(LATENCY_COLUMNS)))
+    pd.testing.assert_frame_equal(tables[0], tables[1])

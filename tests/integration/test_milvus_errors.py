@@ -180,3 +180,30 @@ def test_lite_file_held_by_another_process(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.milvus_lite
+def test_unexplained_failures_of_a_live_server_are_infrastructure(tmp_path: Path) -> None:
+    """An error a live server gives without blaming the request (a frozen query node's "channel not
+    available") is exit 3, never exit 2; an error that says the request is wrong stays exit 2."""
+    from pymilvus import MilvusException
+
+    from rag_eval.core.errors import SearchBackendError, SearchRequestError
+
+    with MilvusStore(str(tmp_path / "m.db"), "x") as store:
+        conn = store._conn
+        frozen = conn.translate(MilvusException(code=65535, message="channel not available"), "search")
+        assert isinstance(frozen, SearchBackendError) and frozen.exit_code == 3
+        assert "check the server's health" in str(frozen)
+        refused = conn.translate(MilvusException(code=1100, message="invalid parameter[expected=...]"), "search")
+        assert isinstance(refused, SearchRequestError) and refused.exit_code == 2
+
+
+def test_a_configured_timeout_bounds_the_wait(silent_port: int) -> None:
+    import pymilvus  # noqa: F401  (imported first: the bound is on waiting for the server, not on imports)
+
+    for timeout in (1.0, 2.5):
+        t0 = time.monotonic()
+        with pytest.raises(SearchUnavailableError, match=f"within {timeout:g} s"):
+            MilvusStore(f"http://127.0.0.1:{silent_port}", "x", timeout=timeout)
+        assert time.monotonic() - t0 < timeout + 0.5

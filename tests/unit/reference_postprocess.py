@@ -8,6 +8,7 @@ processors (and the content-dedup what-if) equal to these on generated hit lists
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, Stage, TraceEntry, legacy_document_key
@@ -16,7 +17,7 @@ from rag_eval.harness.content import content_sha
 
 
 def sort_candidates(candidates: Iterable[RetrievedEvidenceCandidate]) -> list[RetrievedEvidenceCandidate]:
-    return sorted(candidates, key=lambda c: (-sort_score(c.score), c.original_rank, c.key))
+    return sorted(candidates, key=lambda c: (math.isnan(c.score), -sort_score(c.score), c.original_rank, c.key))
 
 
 def merge_reasons(a: tuple[HitReason, ...], b: tuple[HitReason, ...]) -> tuple[HitReason, ...]:

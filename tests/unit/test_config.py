@@ -126,3 +126,29 @@ def test_with_revalidates() -> None:
     assert c.with_(retrieve_k=50).retrieve_k == 50
     with pytest.raises(ConfigError):
         c.with_(return_n=100)
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t", "   "])
+def test_a_blank_category_filter_is_an_error_never_no_filter(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"rag\.category-filter"):
+        RagConfig.from_mapping({"rag.category-filter": value})
+    with pytest.raises(ConfigError, match="is blank"):
+        RagConfig.from_properties_text(f"rag.category-filter={value}")
+
+
+def test_a_category_filter_is_used_exactly_as_written() -> None:
+    assert RagConfig.from_mapping({"rag.category-filter": "  storage  "}).category_filter == "  storage  "
+    # .properties drops the whitespace after the separator (as Java does) and keeps the rest
+    assert RagConfig.from_properties_text("rag.category-filter=  storage  ").category_filter == "storage  "
+
+
+@pytest.mark.parametrize("value", ["2_0", "1e3", "0x10", "٣", "20.0", "2147483648", "-2147483649", "99999999999"])
+def test_integers_java_would_refuse_are_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"rag\.retrieve-k"):
+        RagConfig.from_properties_text(f"rag.retrieve-k={value}")
+
+
+def test_integers_java_reads() -> None:
+    assert RagConfig.from_properties_text("rag.retrieve-k=+30\nrag.return-n= 7 ").retrieve_k == 30
+    with pytest.raises(ConfigError, match="outside the 32-bit"):
+        RagConfig.from_mapping({"rag.retrieve-k": 2**40})

@@ -1,0 +1,296 @@
+"""Compare runs: every metric of the catalog, paired by unit, with intervals, p-values and gates.
+
+``compare(run, against, gates)`` returns the document written as ``compare.json`` and the exit
+code of the gates (0 every gate passed or only warned; 1 a fail gate fired; 2 a fail gate could not
+be evaluated). Within one run every config is compared with the run's baseline; against another
+run every config with the same-named config there (else that run's baseline), paired by query id.
+
+>>> sorted(SCHEMA_KEYS)[:4]
+['against', 'alpha', 'comparisons', 'exit_code']
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rag_eval.compare.catalog import Metric, catalog
+from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
+from rag_eval.compare.rundir import RunData, common_queries, differences, pairings
+from rag_eval.compare.stats import Paired, Settings, aggregate, holm, paired_compare, required_resamples
+from rag_eval.core.errors import RunDirectoryError
+
+SCHEMA_VERSION = 1
+SCHEMA_KEYS = (
+    "schema_version", "alpha", "seed", "resamples", "test", "run", "against", "queries_compared", "left_out",
+    "gates_file", "exit_code", "comparisons",
+)  # fmt: skip
+TEST_NAME = (
+    "paired randomisation test: random sign flips of units (scipy.stats.monte_carlo_test; "
+    "exact with scipy.stats.permutation_test for few units), two-sided"
+)
+INTERVAL_NAME = "bootstrap over units (scipy.stats.bootstrap, BCa; percentile where BCa is undefined)"
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """The compare.json document and the gates' exit code."""
+
+    document: dict[str, Any]
+    exit_code: int
+
+    @property
+    def gates(self) -> list[tuple[str, dict[str, Any]]]:
+        """(candidate, gate entry) for every gate evaluated."""
+        return [(c["candidate"], g) for c in self.document["comparisons"] for g in c["gates"]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pairing:
+    baseline: str
+    candidate: str
+    source: str  # "run" or "against"
+    base_run: RunData
+
+
+def compare(
+    run: RunData,
+    against: RunData | None,
+    gates: GateSet,
+    *,
+    intersection: bool = False,
+    notes: Sequence[str] = (),
+) -> Comparison:
+    """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``."""
+    queries, only_run, only_against = common_queries(run, against)
+    notes = list(notes)
+    if against is not None:
+        data_diff, setting_diff = differences(run, against)
+        mismatch = data_diff + ([f"query sets: {len(only_run)} only in {run.label}, {len(only_against)} only in "
+                                 f"{against.label}"] if only_run or only_against else [])  # fmt: skip
+        if mismatch and not intersection:
+            raise RunDirectoryError(
+                f"does not pair with {run.label}: {'; '.join(mismatch)}; "
+                "give --intersection to compare on what both share",
+                path=against.label,
+            )
+        notes += [f"the runs differ in {d}" for d in setting_diff]
+        if mismatch:
+            notes.append(f"compared on the intersection: {'; '.join(mismatch)}")
+    cutoffs = sorted(set(run.cutoffs) & set(against.cutoffs)) if against is not None else list(run.cutoffs)
+    metrics = catalog(cutoffs)
+    gates.validate(metrics)
+    plan = [_Pairing(b, c, s, against if s == "against" and against is not None else run)
+            for b, c, s in pairings(run, against)]  # fmt: skip
+    tested = sum(1 for m in metrics if m.tested) * len(plan)
+    settings = replace(
+        gates.settings, permutations=required_resamples(tested, gates.settings.alpha, gates.settings.resamples)
+    )
+
+    results: list[list[tuple[Metric, Paired, dict[str, Any]]]] = []
+    for pairing in plan:
+        rows = []
+        for metric in metrics:
+            base, cand, qids = _units(metric, pairing, run, queries)
+            rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
+            paired = paired_compare(
+                base, cand, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
+                test=metric.tested,
+            )  # fmt: skip
+            rows.append((metric, paired, _changes(metric, base, cand, qids)))
+        results.append(rows)
+
+    adjusted = iter(holm([p.p_value for rows in results for _, p, _ in rows]))
+    gate_results = _gates(gates, plan, results, run, settings)
+    comparisons = []
+    for pairing, rows, gate_list in zip(plan, results, gate_results, strict=True):
+        entries = [_metric_entry(m, p, ch, next(adjusted), settings.alpha) for m, p, ch in rows]
+        comparisons.append(
+            {
+                "baseline": pairing.baseline,
+                "candidate": pairing.candidate,
+                "baseline_source": pairing.source,
+                "metrics": entries,
+                "gates": [_gate_entry(g) for g in gate_list],
+            }
+        )
+    outcomes = [(g.severity, g.outcome) for gate_list in gate_results for g in gate_list]
+    exit_code = (
+        EXIT_FAIL
+        if any(o == "fail" for _, o in outcomes)
+        else EXIT_ERROR
+        if any(s == "fail" and o == "error" for s, o in outcomes)
+        else EXIT_PASS
+    )
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "alpha": settings.alpha,
+        "seed": settings.seed,
+        "resamples": settings.permutations,
+        "bootstrap_resamples": settings.resamples,
+        "test": TEST_NAME,
+        "interval": INTERVAL_NAME,
+        "confidence": settings.confidence,
+        "power": settings.power,
+        "multiple_testing": "Holm over every tested metric of every comparison (p_holm); "
+        "relative gates: Holm over the relative gates",
+        "run": {"dir": run.label, "experiment": run.experiment},
+        "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
+        "queries_compared": len(queries),
+        "left_out": {"only_in_run": only_run, "only_in_against": only_against},
+        "gates_file": gates.source,
+        "exit_code": exit_code,
+        "notes": notes,
+        "comparisons": comparisons,
+    }
+    return Comparison(document=document, exit_code=exit_code)
+
+
+def _stable(pairing: _Pairing, metric: Metric) -> int:
+    """A seed per (comparison, metric): adding a metric or a config changes no other result."""
+    return zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|{metric.name}".encode())
+
+
+def _units(
+    metric: Metric, pairing: _Pairing, run: RunData, queries: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(baseline values, candidate values, query id of each unit), units defined on both sides."""
+    cols = list(metric.columns)
+    if metric.unit == "pair":
+        key = ["query_id", "doc_id"]
+        base = pairing.base_run.pairs
+        cand = run.pairs
+    else:
+        key = ["query_id"]
+        base = pairing.base_run.values
+        cand = run.values
+    b = _columns(base.loc[base["config"] == pairing.baseline].set_index(key), cols)
+    c = _columns(cand.loc[cand["config"] == pairing.candidate].set_index(key), cols)
+    wanted = set(queries)
+    index = b.index.intersection(c.index)
+    qids = index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index
+    index = index[np.asarray([q in wanted for q in qids], dtype=bool)] if len(index) else index
+    b, c = b.loc[index], c.loc[index]
+    defined = ~(b.isna().any(axis=1).to_numpy() | c.isna().any(axis=1).to_numpy())
+    b, c = b[defined], c[defined]
+    unit_qids = list(b.index.get_level_values("query_id")) if isinstance(b.index, pd.MultiIndex) else list(b.index)
+    shape = (len(b), 2) if metric.kind == "rate" else (len(b),)
+    return b.to_numpy(dtype=float).reshape(shape), c.to_numpy(dtype=float).reshape(shape), [str(q) for q in unit_qids]
+
+
+def _columns(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """``frame[cols]``; a column no row defines (no judged query, say) reads as missing values."""
+    return frame.reindex(columns=list(cols))
+
+
+def _changes(metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[str]) -> dict[str, Any]:
+    """Queries improved / degraded (per-query change in the better / worse direction) and unchanged."""
+    if metric.kind == "rate":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_unit = cand[:, 0] / cand[:, 1] - base[:, 0] / base[:, 1]
+    else:
+        per_unit = cand - base
+    per_query = pd.Series(per_unit, index=list(qids), dtype=float).groupby(level=0, sort=False).mean()
+    n_queries = int(per_query.size)
+    if metric.higher_is_better is None:
+        return {"improved": [], "degraded": [], "unchanged": n_queries}
+    sign = 1.0 if metric.higher_is_better else -1.0
+    better = per_query[(sign * per_query) > 1e-12]
+    worse = per_query[(sign * per_query) < -1e-12]
+    return {
+        "improved": [str(q) for q in better.index],
+        "degraded": [str(q) for q in worse.index],
+        "unchanged": n_queries - len(better) - len(worse),
+    }
+
+
+def _metric_entry(
+    metric: Metric, p: Paired, changes: Mapping[str, Any], p_holm: float | None, alpha: float
+) -> dict[str, Any]:
+    return {
+        "metric": metric.name,
+        "label": metric.label,
+        "group": metric.group,
+        "kind": metric.kind,
+        "unit": metric.unit,
+        "higher_is_better": metric.higher_is_better,
+        "n": p.n,
+        "baseline": p.baseline,
+        "candidate": p.candidate,
+        "delta": p.delta,
+        "ratio": p.ratio,
+        "ci_low": p.ci_low,
+        "ci_high": p.ci_high,
+        "ratio_ci_low": p.ratio_ci_low,
+        "ratio_ci_high": p.ratio_ci_high,
+        "se": p.se,
+        "p_value": p.p_value,
+        "p_holm": p_holm,
+        "significant": p_holm is not None and p_holm < alpha,
+        **changes,
+    }
+
+
+def _gates(
+    gates: GateSet,
+    plan: Sequence[_Pairing],
+    results: Sequence[Sequence[tuple[Metric, Paired, Mapping[str, Any]]]],
+    run: RunData,
+    settings: Settings,
+) -> list[list[GateResult]]:
+    relative: list[tuple[int, RelativeCheck, Metric, Paired]] = []
+    out: list[list[GateResult | None]] = []
+    for i, (pairing, rows) in enumerate(zip(plan, results, strict=True)):
+        by_name = {m.name: (m, p) for m, p, _ in rows}
+        config = {**run.config(pairing.candidate), "name": pairing.candidate}
+        slots: list[GateResult | None] = []
+        for check in gates.checks:
+            if not check.applies_to(config):
+                continue
+            metric, paired = by_name[check.metric]
+            if isinstance(check, AbsoluteCheck):
+                slots.append(check.evaluate(_own_value(metric, run, pairing.candidate)))
+            else:
+                relative.append((i, check, metric, paired))
+                slots.append(None)  # filled once the family's p-values are adjusted
+        out.append(slots)
+    adjusted = holm([p.p_value for _, _, _, p in relative])
+    filled = iter(
+        check.evaluate(metric, paired, p_adjusted=p_adj, settings=settings, family=len(relative))
+        for (_, check, metric, paired), p_adj in zip(relative, adjusted, strict=True)
+    )
+    return [[g if g is not None else next(filled) for g in slots] for slots in out]
+
+
+def _own_value(metric: Metric, run: RunData, config: str) -> float:
+    """The metric over every unit of one config (an absolute check holds on all of its queries)."""
+    frame = run.pairs if metric.unit == "pair" else run.values
+    rows = _columns(frame.loc[frame["config"] == config], metric.columns).dropna()
+    if rows.empty:
+        return math.nan
+    values = rows.to_numpy(dtype=float)
+    values = values if metric.kind == "rate" else values[:, 0]
+    return float(aggregate(metric.kind, values, metric.percentile)(np.arange(len(values))))
+
+
+def _gate_entry(g: GateResult) -> dict[str, Any]:
+    return {
+        "id": g.id,
+        "spec": g.spec,
+        "metric": g.metric,
+        "severity": g.severity,
+        "kind": g.kind,
+        "outcome": g.outcome,
+        "message": g.message,
+        "value": g.value,
+        "threshold": g.threshold,
+        "mde": g.mde,
+        "p_value": g.p_value,
+    }

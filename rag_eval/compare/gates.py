@@ -1,0 +1,442 @@
+"""Gates: one-line checks read from a TOML file, each evaluated to pass / warn / fail / underpowered.
+
+A gates file::
+
+    [gates]
+    alpha = 0.05          # significance level of the relative checks (Holm over them)
+    resamples = 4999      # randomisation and bootstrap resamples (raised when Holm needs more)
+    seed = 20240601
+    power = 0.8           # for the minimum detectable difference
+    checks = [
+        "fail cap_compliance == 1 for pipeline=evidence",
+        "warn same_doc_multi_chunk_recall drop <= 0.02",
+        "fail latency:postprocess:p95 growth <= 20%",
+    ]
+
+A check is ``[fail|warn] METRIC CONDITION [for SELECTOR]`` (severity ``fail`` when left out):
+
+- absolute: ``METRIC OP NUMBER[%]`` with OP one of ``== != <= >= < >``, on the candidate's value;
+- relative to the baseline: ``METRIC drop <= NUMBER[%]`` (a higher-is-better metric) or
+  ``METRIC growth <= NUMBER[%]`` (``rise`` is the same; a lower-is-better metric); ``%`` makes
+  the threshold relative to the baseline's value (a ratio for percentiles and latency). It fires
+  when the change is beyond the threshold *and* significant (see :class:`RelativeCheck`);
+- ``for`` limits a check to configs: a name glob (``evidence*``) or ``KEY=GLOB`` pairs separated
+  by commas over ``name``, ``pipeline``, ``mode``, ``retrieve_k``, ``return_n``, ``cap``.
+
+>>> check = parse_check("warn same_doc_multi_chunk_recall drop <= 0.02", path="g.toml", line=3)
+>>> check.severity, check.metric, check.threshold, check.id
+('warn', 'same_doc_multi_chunk_recall', 0.02, 'same_doc_multi_chunk_recall drop <= 0.02')
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import math
+import operator
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from rag_eval.compare.catalog import RATIO_KINDS, Metric, catalog
+from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Paired, Settings, minimum_detectable
+from rag_eval.core.errors import GatesError
+
+Severity = Literal["fail", "warn"]
+Outcome = Literal["pass", "warn", "fail", "underpowered", "error"]
+
+SHIPPED = ("default", "nightly")  # gates files shipped in rag_eval/compare/shipped/
+SELECTOR_KEYS = ("name", "pipeline", "mode", "retrieve_k", "return_n", "cap")
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_SPEC = re.compile(
+    rf"^(?:(?P<severity>fail|warn)\s+)?(?P<metric>\S+)\s+"
+    rf"(?:(?P<direction>drop|growth|rise)\s*<=\s*|(?P<op>==|!=|<=|>=|<|>)\s*)"
+    rf"(?P<number>{_NUMBER})(?P<pct>%)?(?:\s+for\s+(?P<selector>.+?))?\s*$"
+)
+_OPS: Mapping[str, Callable[[float, float], bool]] = {
+    "==": lambda a, b: math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12),
+    "!=": lambda a, b: not math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12),
+    "<=": lambda a, b: a <= b + 1e-12,
+    ">=": lambda a, b: a >= b - 1e-12,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+_STANDARD = re.compile(r"^(chunk|doc):(?:(?:P|R|nDCG|Success)@[1-9]\d*|RR)$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateResult:
+    """The outcome of one check on one comparison (the ``gates`` entries of compare.json)."""
+
+    id: str
+    spec: str
+    metric: str
+    severity: Severity
+    outcome: Outcome
+    message: str
+    value: float | None = None
+    threshold: float | None = None
+    mde: float | None = None
+    p_value: float | None = None  # the relative check's p-value, Holm-adjusted over the relative checks
+    kind: Literal["absolute", "relative"] = "absolute"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """What every check has: its text, where it was written, whom it applies to."""
+
+    spec: str
+    severity: Severity
+    metric: str
+    threshold: float
+    selector: tuple[tuple[str, str], ...] = ()
+    path: str = ""
+    line: int | None = None
+
+    @property
+    def id(self) -> str:
+        text = " ".join(self.spec.split())
+        return text.split(" ", 1)[1] if text.startswith(("fail ", "warn ")) else text
+
+    def applies_to(self, config: Mapping[str, Any]) -> bool:
+        return all(fnmatch.fnmatchcase(str(config.get(key, "")), glob) for key, glob in self.selector)
+
+    def error(self, message: str) -> GatesError:
+        return GatesError(message, path=self.path, line=self.line, check=self.spec)
+
+    def result(self, outcome: Outcome, message: str, **values: Any) -> GateResult:
+        kind: Literal["absolute", "relative"] = "relative" if isinstance(self, RelativeCheck) else "absolute"
+        return GateResult(
+            id=self.id, spec=self.spec, metric=self.metric, severity=self.severity, outcome=outcome,
+            message=message, kind=kind, **values,
+        )  # fmt: skip
+
+    def breached(self) -> Outcome:
+        return "fail" if self.severity == "fail" else "warn"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbsoluteCheck(Check):
+    """``METRIC OP NUMBER`` on the candidate's own value.
+
+    >>> c = parse_check("fail cap_compliance == 1", path="g.toml")
+    >>> c.evaluate(0.5).outcome, c.evaluate(1.0).outcome
+    ('fail', 'pass')
+    """
+
+    op: str
+
+    def evaluate(self, value: float) -> GateResult:
+        if not math.isfinite(value):
+            return self.result("error", f"{self.metric} is not defined for this config (no units to measure it on)")
+        held = _OPS[self.op](value, self.threshold)
+        verdict = "holds" if held else "does not hold"
+        message = f"{self.metric} = {_fmt(value)}: {self.op} {_fmt(self.threshold)} {verdict}"
+        return self.result("pass" if held else self.breached(), message, value=value, threshold=self.threshold)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelativeCheck(Check):
+    """``METRIC drop|growth <= NUMBER[%]`` against the baseline.
+
+    Fires when the change in the bad direction exceeds the threshold *and* the paired test says it is
+    not chance (its p-value, Holm-adjusted over every relative check of the comparison set, is below
+    alpha). A latency check must also clear timing noise: the whole interval of the change lies
+    beyond the threshold. When it does not fire, it passes only if the query set could have seen a
+    change of the threshold (minimum detectable difference at the given power <= threshold) or the
+    interval already rules such a change out; otherwise it is ``underpowered``, never a silent pass.
+    """
+
+    direction: Literal["drop", "growth"]
+    relative: bool  # threshold given in % of the baseline
+
+    def evaluate(
+        self, metric: Metric, paired: Paired, *, p_adjusted: float | None, settings: Settings, family: int
+    ) -> GateResult:
+        change, worst, best, se = self._change(metric, paired)
+        unit = "%" if self.relative else ""
+        if not math.isfinite(change):
+            return self.result("error", f"{self.metric}: the change is not defined (n = {paired.n})")
+        alpha_each = settings.alpha / max(1, family)  # Holm's first step: a bound for every step
+        mde = minimum_detectable(se, alpha=alpha_each, power=settings.power)
+        if self.relative and metric.kind in RATIO_KINDS and math.isfinite(mde):
+            mde = math.expm1(mde)
+        significant = p_adjusted is not None and p_adjusted < settings.alpha
+        beyond_noise = metric.kind != "latency" or best > self.threshold
+        shown = f"{_fmt(change, pct=self.relative)}{unit}"
+        limit = f"{_fmt(self.threshold, pct=self.relative)}{unit}"
+        interval = f"[{_fmt(best, pct=self.relative)}, {_fmt(worst, pct=self.relative)}]{unit}"
+        p_text = "n/a" if p_adjusted is None else f"{p_adjusted:.4g}"
+        mde_text = f"{_fmt(mde, pct=self.relative)}{unit}"
+        values = {"value": change, "threshold": self.threshold, "mde": mde, "p_value": p_adjusted}
+        if change > self.threshold and significant and beyond_noise:
+            message = (
+                f"{self.metric} {self.direction} {shown} (interval {interval}, p = {p_text} Holm-adjusted, "
+                f"n = {paired.n}) exceeds the allowed {limit}"
+            )
+            return self.result(self.breached(), message, **values)
+        if math.isfinite(mde) and mde <= self.threshold:
+            message = (
+                f"{self.metric} {self.direction} {shown} (interval {interval}, p = {p_text} Holm-adjusted); a "
+                f"{self.direction} of {limit} would have been seen (smallest detectable {mde_text})"
+            )
+            return self.result("pass", message, **values)
+        if math.isfinite(worst) and worst <= self.threshold:
+            message = (
+                f"{self.metric} {self.direction} {shown}: its interval {interval} rules out a {self.direction} "
+                f"beyond {limit} (p = {p_text} Holm-adjusted)"
+            )
+            return self.result("pass", message, **values)
+        message = (
+            f"underpowered: {paired.n} units cannot detect a {self.direction} of {limit} at alpha "
+            f"{alpha_each:.3g} and {settings.power:.0%} power (smallest detectable "
+            f"{_fmt(mde, pct=self.relative)}{unit}); observed {shown}, interval {interval}"
+        )
+        return self.result("underpowered", message, **values)
+
+    def _change(self, metric: Metric, p: Paired) -> tuple[float, float, float, float]:
+        """(change, worst end, best end of its interval, standard error), positive = worse."""
+        sign = -1.0 if self.direction == "drop" else 1.0
+        if self.relative and metric.kind in RATIO_KINDS:
+            ratio, low, high = p.ratio or math.nan, p.ratio_ci_low or math.nan, p.ratio_ci_high or math.nan
+            if sign > 0:
+                return ratio - 1, high - 1, low - 1, p.se_log_ratio or math.nan
+            return 1 - ratio, 1 - low, 1 - high, p.se_log_ratio or math.nan
+        scale = abs(p.baseline) if self.relative else 1.0
+        if scale == 0 or not math.isfinite(scale):
+            return math.nan, math.nan, math.nan, math.nan
+        ends = sorted((sign * p.ci_low / scale, sign * p.ci_high / scale))
+        return sign * p.delta / scale, ends[1], ends[0], p.se / scale
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateSet:
+    """The checks of one gates file (or an experiment's ``[gates]`` table) and its settings."""
+
+    source: str
+    checks: tuple[AbsoluteCheck | RelativeCheck, ...] = ()
+    settings: Settings = field(default_factory=Settings)
+
+    def validate(self, metrics: Sequence[Metric]) -> None:
+        """Every check names a metric of this comparison, in a direction that metric has."""
+        by_name = {m.name: m for m in metrics}
+        for check in self.checks:
+            metric = by_name.get(check.metric)
+            if metric is None:
+                close = difflib.get_close_matches(check.metric, list(by_name), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
+                raise check.error(f"unknown metric {check.metric!r} for these runs{hint}")
+            if isinstance(check, RelativeCheck):
+                if not metric.tested:
+                    raise check.error(f"{check.metric} is an invariant: give it an absolute check (<=, ==, ...)")
+                wrong = "drop" if metric.higher_is_better is False else "growth"
+                if check.direction == wrong and metric.higher_is_better is not None:
+                    better = "lower" if metric.higher_is_better is False else "higher"
+                    right = "growth" if wrong == "drop" else "drop"
+                    raise check.error(f"{check.metric} is better {better}: its regression is a {right}")
+
+
+def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteCheck | RelativeCheck:
+    """One check from its one-line text (see the module docstring)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise GatesError("a check must be a non-empty string", path=path, line=line, check=str(spec))
+    m = _SPEC.match(spec.strip())
+    if m is None:
+        raise GatesError(
+            "expected '[fail|warn] METRIC OP NUMBER[%] [for SELECTOR]' (OP: == != <= >= < >) "
+            "or '[fail|warn] METRIC drop|growth <= NUMBER[%] [for SELECTOR]'",
+            path=path,
+            line=line,
+            check=spec,
+        )
+    metric = m["metric"]
+    number = float(m["number"])
+    if not math.isfinite(number):
+        raise GatesError("the threshold must be a finite number", path=path, line=line, check=spec)
+    threshold = number / 100 if m["pct"] else number
+    selector = _selector(m["selector"], spec=spec, path=path, line=line)
+    severity: Severity = "warn" if m["severity"] == "warn" else "fail"
+    if metric not in _known_names() and not _STANDARD.match(metric):
+        close = difflib.get_close_matches(metric, sorted(_known_names()), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
+        raise GatesError(f"unknown metric {metric!r}{hint}", path=path, line=line, check=spec)
+    if m["direction"]:
+        if threshold < 0:
+            raise GatesError("a drop or growth threshold must be >= 0", path=path, line=line, check=spec)
+        direction: Literal["drop", "growth"] = "drop" if m["direction"] == "drop" else "growth"
+        return RelativeCheck(
+            spec=spec.strip(), severity=severity, metric=metric, threshold=threshold, selector=selector, path=path,
+            line=line, direction=direction, relative=bool(m["pct"]),
+        )  # fmt: skip
+    return AbsoluteCheck(
+        spec=spec.strip(), severity=severity, metric=metric, threshold=threshold, selector=selector, path=path,
+        line=line, op=m["op"],
+    )  # fmt: skip
+
+
+def _selector(text: str | None, *, spec: str, path: str, line: int | None) -> tuple[tuple[str, str], ...]:
+    if not text:
+        return ()
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        key, eq, glob = part.partition("=")
+        if not eq:
+            key, glob = "name", part
+        key = key.strip().replace("-", "_")
+        if key not in SELECTOR_KEYS or not glob.strip():
+            raise GatesError(
+                f"bad selector {part!r}: a config name glob or KEY=GLOB with KEY one of {', '.join(SELECTOR_KEYS)}",
+                path=path,
+                line=line,
+                check=spec,
+            )
+        out.append((key, glob.strip()))
+    return tuple(out)
+
+
+def _known_names() -> set[str]:
+    return {m.name for m in catalog((1,))}
+
+
+# -- files ------------------------------------------------------------------------------------
+
+_SETTINGS: dict[str, type | tuple[type, ...]] = {
+    "alpha": (int, float),
+    "resamples": int,
+    "seed": int,
+    "power": (int, float),
+}
+
+
+def shipped_path(name: str) -> Path:
+    return Path(str(resources.files("rag_eval.compare") / "shipped" / f"{name}.toml"))
+
+
+def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
+    """A gates file by path, or a shipped one by name (``default``, ``nightly``)."""
+    text_ref = str(ref)
+    path = Path(text_ref) if base is None or Path(text_ref).is_absolute() else base / text_ref
+    if text_ref in SHIPPED and not path.is_file():
+        path = shipped_path(text_ref)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GatesError(f"cannot read the gates file: {exc.strerror}", path=str(path)) from exc
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        where = re.search(r"\(at line (\d+), column \d+\)", str(exc))  # tomllib keeps the position in the text
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        line = int(where.group(1)) if where else None
+        raise GatesError(f"not valid TOML: {message}", path=str(path), line=line) from exc
+    unknown = [k for k in table if k != "gates"]
+    if unknown or not isinstance(table.get("gates"), dict):
+        first = unknown[0] if unknown else "gates"
+        raise GatesError(
+            "a gates file holds one [gates] table (alpha, resamples, seed, power, checks)",
+            path=str(path),
+            line=_line_of_key(text, first),
+        )
+    return gates_from_table(table["gates"], path=str(path), text=text)
+
+
+def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Path | None = None) -> GateSet:
+    """A ``[gates]`` table: inline checks and settings, or ``file = PATH`` (relative to ``base``)
+    or ``file = "nightly"`` naming a shipped file."""
+    if "file" in table:
+        if set(table) != {"file"} or not isinstance(table["file"], str):
+            raise GatesError(
+                "[gates] takes either file = PATH or inline settings and checks, not both",
+                path=path,
+                line=_line_of_key(text, "file"),
+            )
+        return load_gates(table["file"], base=base if base is not None else Path(path).parent)
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "checks":
+            continue
+        kind = _SETTINGS.get(key)
+        if kind is None:
+            raise GatesError(
+                f"unknown key {key!r} (known: file, checks, {', '.join(_SETTINGS)})", path=path,
+                line=_line_of_key(text, key),
+            )  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise GatesError(f"{key} must be a number, got {value!r}", path=path, line=_line_of_key(text, key))
+        values[key] = value
+    problems = {
+        "alpha": not 0 < values.get("alpha", 0.05) < 1,
+        "power": not 0 < values.get("power", 0.8) < 1,
+        "resamples": values.get("resamples", 4999) < 99,
+        "seed": values.get("seed", 0) < 0,
+    }
+    for key, bad in problems.items():
+        if bad:
+            rule = {"alpha": "within (0, 1)", "power": "within (0, 1)", "resamples": ">= 99", "seed": ">= 0"}[key]
+            raise GatesError(f"{key} must be {rule}, got {values[key]!r}", path=path, line=_line_of_key(text, key))
+    raw_checks = table.get("checks", [])
+    if not isinstance(raw_checks, list):
+        raise GatesError("checks must be an array of strings", path=path, line=_line_of_key(text, "checks"))
+    checks: list[AbsoluteCheck | RelativeCheck] = []
+    offset = 0
+    for raw in raw_checks:
+        line, offset = _locate(text, str(raw), offset)
+        checks.append(parse_check(raw, path=path, line=line or _line_of_key(text, "checks")))
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], int | None] = {}
+    for c in checks:
+        same = (c.id.split(" for ")[0], c.selector)
+        if same in seen:
+            raise c.error(f"the same check is already given on line {seen[same]}")
+        seen[same] = c.line
+    settings = Settings(
+        alpha=float(values.get("alpha", 0.05)),
+        resamples=int(values.get("resamples", DEFAULT_RESAMPLES)),
+        seed=int(values.get("seed", DEFAULT_SEED)),
+        power=float(values.get("power", 0.8)),
+    )
+    return GateSet(source=path, checks=tuple(checks), settings=settings)
+
+
+def _line_of_key(text: str, key: str) -> int | None:
+    pattern = re.compile(rf"^\s*\[?\s*{re.escape(key)}\s*[=\]]")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return None
+
+
+def _locate(text: str, needle: str, offset: int) -> tuple[int | None, int]:
+    """(line, offset after it) of a check's text at or after ``offset`` (TOML keeps no positions)."""
+    needle = needle.strip()
+    at = text.find(needle, offset) if needle else -1
+    if at < 0:
+        return None, offset
+    return text.count("\n", 0, at) + 1, at + len(needle)
+
+
+def _fmt(value: float | None, *, pct: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if pct:
+        return f"{value * 100:.1f}"
+    return f"{value:.4g}"
+
+
+def experiment_gates(table: Mapping[str, Any] | None, *, source: str | None) -> GateSet:
+    """The gates of an experiment: its ``[gates]`` table (inline, or ``file =`` a gates file relative
+    to the experiment file, or a shipped name), else the shipped default."""
+    if table is None:
+        return load_gates("default")
+    path = source or "(experiment)"
+    text = ""
+    if source:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError:
+            text = ""  # only used to find line numbers
+    base = Path(source).parent if source else Path.cwd()
+    return gates_from_table(table, path=path, text=text, base=base)

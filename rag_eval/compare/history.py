@@ -1,0 +1,180 @@
+"""The nightly history and the accepted baseline.
+
+``reports/history.parquet`` holds one row per (night, config): every summary metric (as
+:func:`rag_eval.metrics.measures.summary_frame` names them) and the provenance that says what
+produced it (date, git commit, data set checksum, config hash, Milvus backend and version, index),
+and the night's gates exit code. New metrics become new columns; older rows read as missing there.
+
+The accepted baseline of an experiment (``reports/accepted/<experiment>/``) is a copy of a run's
+``per_query.parquet``, ``summary.json`` and ``manifest.json`` (and report), so that later nights
+can pair against its queries whatever happens to the run directory it came from.
+
+>>> accepted_dir("reports/accepted", "incident-kb/legacy vs evidence").name
+'incident-kb_legacy_vs_evidence'
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rag_eval.compare.rundir import REQUIRED, RunData
+from rag_eval.core.errors import RunDirectoryError, RunStoreError
+from rag_eval.embed.store import write_atomic as atomic_write_parquet
+from rag_eval.harness.store import atomic_write_json
+from rag_eval.metrics.measures import summary_frame
+
+DEFAULT_HISTORY = Path("reports/history.parquet")
+DEFAULT_ACCEPTED = Path("reports/accepted")
+ACCEPTED_FILE = "accepted.json"
+PROVENANCE_COLUMNS = (
+    "date", "experiment", "config", "run_dir", "exit_code", "git_commit", "git_dirty", "dataset", "split",
+    "dataset_checksum", "config_hash", "milvus_backend", "milvus_version", "index",
+)  # fmt: skip
+DEFAULT_TREND = (
+    "same_doc_multi_chunk_recall", "chunk:nDCG@5", "duplicate_rate", "cap_compliance", "latency:postprocess:p95",
+)  # fmt: skip
+
+
+def history_rows(run: RunData, *, exit_code: int | None) -> pd.DataFrame:
+    """One row per config of ``run``: provenance columns, then every summary metric."""
+    frame = summary_frame(run.summary["configs"])
+    m = run.manifest
+    hashes = {c["name"]: c.get("hash") for c in run.configs}
+    index = m.get("milvus", {}).get("index")
+    prov = pd.DataFrame(
+        {
+            "date": m.get("started"),
+            "experiment": run.experiment,
+            "config": list(frame.index),
+            "run_dir": str(run.dir.resolve()) if run.dir else "",
+            "exit_code": exit_code,
+            "git_commit": m.get("git", {}).get("commit"),
+            "git_dirty": m.get("git", {}).get("dirty"),
+            "dataset": m.get("dataset", {}).get("name"),
+            "split": m.get("dataset", {}).get("split"),
+            "dataset_checksum": m.get("dataset", {}).get("checksum"),
+            "config_hash": [hashes.get(name) for name in frame.index],
+            "milvus_backend": m.get("milvus", {}).get("backend"),
+            "milvus_version": m.get("milvus", {}).get("server_version"),
+            "index": json.dumps(index, sort_keys=True) if index is not None else None,
+        }
+    )
+    metrics = frame.reset_index(drop=True).apply(pd.to_numeric, errors="coerce")
+    rows: pd.DataFrame = pd.concat([prov, metrics], axis=1)
+    return rows
+
+
+def read_history(path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
+    p = Path(path)
+    if not p.is_file():
+        return pd.DataFrame(columns=list(PROVENANCE_COLUMNS))
+    try:
+        frame: pd.DataFrame = pq.read_table(p).to_pandas()
+        return frame
+    except (OSError, pa.ArrowException) as exc:
+        raise RunDirectoryError(f"cannot read the history (not a Parquet table?): {exc}", path=str(p)) from exc
+
+
+def append_history(run: RunData, *, exit_code: int | None, path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
+    """Append ``run``'s rows to the history file (written atomically); returns the new rows."""
+    rows = history_rows(run, exit_code=exit_code)
+    old = read_history(path)
+    both = rows if old.empty else pd.concat([old, rows], ignore_index=True)
+    try:
+        atomic_write_parquet(Path(path), pa.Table.from_pandas(both, preserve_index=False))
+    except OSError as exc:
+        raise RunStoreError(f"cannot write the history: {exc.strerror}", path=str(path)) from exc
+    return rows
+
+
+def trend(
+    history: pd.DataFrame,
+    *,
+    metrics: Sequence[str] = DEFAULT_TREND,
+    last: int | None = None,
+    config: str | None = None,
+    experiment: str | None = None,
+) -> pd.DataFrame:
+    """The history's last ``last`` rows of each config (oldest first) with the given metric columns."""
+    frame = history
+    if experiment is not None:
+        frame = frame[frame["experiment"] == experiment]
+    if config is not None:
+        frame = frame[frame["config"] == config]
+    frame = frame.sort_values(["date", "config"], kind="stable")
+    if last is not None:
+        frame = frame.groupby("config", sort=False).tail(last)
+    present = [m for m in metrics if m in frame.columns]
+    keep = ["date", "experiment", "config", "git_commit", "dataset_checksum", "exit_code", *present]
+    return frame[[c for c in keep if c in frame.columns]].reset_index(drop=True)
+
+
+# -- the accepted baseline --------------------------------------------------------------------
+
+
+def accepted_dir(root: str | Path, experiment: str) -> Path:
+    """Where the accepted baseline of ``experiment`` is kept (its name made a safe folder name)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", experiment).strip("._") or "experiment"
+    return Path(root) / slug
+
+
+def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
+    """Copy a run (per-query table, summary, manifest, report) to its experiment's accepted folder,
+    replacing the previous baseline in one rename. Returns the folder."""
+    run = RunData.from_dir(run_dir)
+    target = accepted_dir(root, run.experiment)
+    source = Path(run_dir).resolve()
+    if target.resolve() == source:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for name in (*REQUIRED, "report.md", "compare.json"):
+            if (source / name).is_file():
+                shutil.copy2(source / name, staging / name)
+        atomic_write_json(
+            staging / ACCEPTED_FILE,
+            {
+                "source": str(source),
+                "accepted_at": dt.datetime.now(dt.UTC).isoformat(),
+                "experiment": run.experiment,
+                "dataset_checksum": run.manifest.get("dataset", {}).get("checksum"),
+                "git_commit": run.manifest.get("git", {}).get("commit"),
+                "index": run.manifest.get("milvus", {}).get("index"),
+            },
+        )
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(target, old)
+        os.replace(staging, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RunStoreError(f"cannot write the accepted baseline: {exc.strerror}", path=str(target)) from exc
+    return target
+
+
+def accepted_info(directory: str | Path) -> Mapping[str, Any] | None:
+    path = Path(directory) / ACCEPTED_FILE
+    if not path.is_file():
+        return None
+    try:
+        info: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return info
+    except (OSError, ValueError):
+        return None

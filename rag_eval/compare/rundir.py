@@ -1,0 +1,170 @@
+"""Run directories as a comparison reads them: the per-query table, the summary and the manifest.
+
+Nothing here talks to Milvus: a comparison needs only what a run wrote. The per-query table is the
+single source of truth; the summary gives the run's name, baseline and cutoffs, the manifest the
+configs (cap, return-n, pipeline) and the provenance that says whether two runs may be paired.
+
+>>> RunData.from_dir("/nonexistent")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+rag_eval.core.errors.RunDirectoryError: /nonexistent: not a run directory (no per_query.parquet, ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rag_eval.core.errors import RunDirectoryError
+from rag_eval.metrics.measures import pair_frame, query_values
+
+REQUIRED = ("per_query.parquet", "summary.json", "manifest.json")
+
+
+@dataclass(frozen=False, kw_only=True)
+class RunData:
+    """One run, from its directory or from memory (a run that is being written)."""
+
+    dir: Path | None
+    table: pd.DataFrame
+    summary: Mapping[str, Any]
+    manifest: Mapping[str, Any]
+
+    @classmethod
+    def from_dir(cls, directory: str | Path) -> RunData:
+        path = Path(directory)
+        missing = [name for name in REQUIRED if not (path / name).is_file()]
+        if missing:
+            raise RunDirectoryError(
+                f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
+                path=str(path),
+            )
+        try:
+            table = pq.read_table(path / "per_query.parquet").to_pandas()
+            summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
+        run = cls(dir=path, table=table, summary=summary, manifest=manifest)
+        run.check()
+        return run
+
+    def check(self) -> None:
+        where = str(self.dir) if self.dir else "(run)"
+        names = [c.get("name") for c in self.configs]
+        for key in ("query_id", "config"):
+            if key not in self.table.columns:
+                raise RunDirectoryError(f"per_query.parquet has no {key!r} column", path=where)
+        unknown = sorted(set(self.table["config"]) - set(names))
+        if unknown:
+            raise RunDirectoryError(f"per_query.parquet has configs the manifest does not list: {unknown}", path=where)
+        if self.table.duplicated(["query_id", "config"]).any():
+            raise RunDirectoryError("per_query.parquet lists a (query, config) pair twice", path=where)
+
+    # -- what the run says about itself ---------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        return str(self.dir) if self.dir is not None else "(this run)"
+
+    @property
+    def experiment(self) -> str:
+        return str(self.summary.get("experiment") or self.manifest.get("experiment", {}).get("name", ""))
+
+    @property
+    def baseline(self) -> str:
+        return str(self.summary.get("baseline") or self.manifest.get("experiment", {}).get("baseline", ""))
+
+    @property
+    def configs(self) -> list[Mapping[str, Any]]:
+        return list(self.manifest.get("configs", []))
+
+    @property
+    def config_names(self) -> list[str]:
+        return [str(c["name"]) for c in self.configs]
+
+    def config(self, name: str) -> Mapping[str, Any]:
+        return next(c for c in self.configs if c["name"] == name)
+
+    @property
+    def cutoffs(self) -> tuple[int, ...]:
+        return tuple(int(k) for k in self.summary.get("cutoffs") or self.manifest.get("experiment", {}).get("cutoffs"))
+
+    @property
+    def query_ids(self) -> list[str]:
+        return sorted(set(self.table["query_id"]))
+
+    def data_identity(self) -> dict[str, Any]:
+        """What must be equal for two runs to be paired by query id."""
+        ds = self.manifest.get("dataset", {})
+        exp = self.manifest.get("experiment", {})
+        return {
+            "data set checksum": ds.get("checksum"),
+            "split": ds.get("split"),
+            "chunker": exp.get("chunker"),
+            "labels": (ds.get("label_level"), exp.get("min_overlap_chars")),
+        }
+
+    def setting_identity(self) -> dict[str, Any]:
+        """What may differ between paired runs, but a reader should be told about."""
+        mv = self.manifest.get("milvus", {})
+        return {
+            "index": mv.get("index"),
+            "Milvus backend": (mv.get("backend"), mv.get("server_version")),
+            "ingest profile": self.manifest.get("experiment", {}).get("ingest_profile"),
+            "git commit": self.manifest.get("git", {}).get("commit"),
+        }
+
+    # -- per-unit values ------------------------------------------------------------------------
+
+    @cached_property
+    def values(self) -> pd.DataFrame:
+        """Per-query values of every config (see :func:`rag_eval.metrics.measures.query_values`)."""
+        return query_values(self.table, configs=self.configs, cutoffs=self.cutoffs)
+
+    @cached_property
+    def pairs(self) -> pd.DataFrame:
+        """(query, document) pairs with >= 2 relevant chunks, per config."""
+        return pair_frame(self.table, {str(c["name"]): c.get("cap_aware") for c in self.configs})
+
+
+def differences(run: RunData, against: RunData) -> tuple[list[str], list[str]]:
+    """(data differences that forbid pairing, setting differences to report)."""
+    data = _diff(run.data_identity(), against.data_identity())
+    settings = _diff(run.setting_identity(), against.setting_identity())
+    return data, settings
+
+
+def _diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    return [f"{key}: {_short(a[key])} vs {_short(b[key])}" for key in a if a[key] != b[key]]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:16] + "..."
+
+
+def common_queries(run: RunData, against: RunData | None) -> tuple[list[str], list[str], list[str]]:
+    """(query ids in both, only in run, only in against)."""
+    mine = set(run.query_ids)
+    if against is None:
+        return sorted(mine), [], []
+    theirs = set(against.query_ids)
+    return sorted(mine & theirs), sorted(mine - theirs), sorted(theirs - mine)
+
+
+def pairings(run: RunData, against: RunData | None) -> Sequence[tuple[str, str, str]]:
+    """(baseline config, candidate config, where the baseline comes from) for every comparison:
+    within a run every other config against its baseline; against another run every config against
+    the same-named config there, else that run's baseline."""
+    if against is None:
+        return [(run.baseline, name, "run") for name in run.config_names if name != run.baseline]
+    names = set(against.config_names)
+    return [(name if name in names else against.baseline, name, "against") for name in run.config_names]

@@ -1,0 +1,288 @@
+"""Paired statistics with scipy.stats: a randomisation test, a bootstrap interval, power, Holm.
+
+Every metric is a statistic of per-unit values (a unit is a query, or a (query, document) pair),
+and both configs were measured on the same units, so every procedure here is paired:
+
+- the p-value is a paired randomisation test (``scipy.stats.permutation_test`` with
+  ``permutation_type="samples"``): under "no difference" the two values of a unit are
+  exchangeable, so the null distribution swaps them at random within units, and the test statistic
+  is the metric's own difference (mean, share, or log ratio of percentiles) - not a proxy such as
+  ranks. Two-sided; the p-value is never 0 (``(count + 1) / (resamples + 1)``);
+- the interval is a bootstrap over units (``scipy.stats.bootstrap``, BCa, percentile where BCa is
+  undefined because every resample agrees);
+- the minimum detectable difference at a given power is ``(z(1 - alpha/2) + z(power))`` times the
+  bootstrap standard error of the difference.
+
+Units are passed as index arrays so that one code path serves every kind of metric: a rate
+(sum of numerators over sum of denominators) or a percentile resamples whole units too.
+
+>>> rng = np.random.default_rng(0)
+>>> a = rng.normal(size=50); b = a + 0.5
+>>> r = paired_compare(a, b, kind="mean", settings=Settings(resamples=999), rng=np.random.default_rng(1))
+>>> round(r.delta, 3), r.p_value < 0.01, r.ci_low <= 0.5 <= r.ci_high
+(0.5, True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from rag_eval.compare.catalog import RATIO_KINDS, Kind
+
+DEFAULT_SEED = 20240601
+DEFAULT_RESAMPLES = 4999
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """How a comparison tests: significance level, bootstrap and randomisation resamples, seed,
+    power for the minimum detectable difference, interval level."""
+
+    alpha: float = 0.05
+    resamples: int = DEFAULT_RESAMPLES  # bootstrap resamples
+    permutations: int = DEFAULT_RESAMPLES  # randomisation-test resamples (raised when Holm needs a finer p-value)
+    seed: int = DEFAULT_SEED
+    power: float = 0.8
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Paired:
+    """A paired comparison of one metric: values, difference, interval, p-value, standard error.
+
+    For ratio kinds (percentiles, latency) ``ratio`` is candidate / baseline with its own interval,
+    and ``se_log_ratio`` the standard error of its logarithm.
+    """
+
+    n: int
+    baseline: float
+    candidate: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float | None
+    se: float
+    ratio: float | None = None
+    ratio_ci_low: float | None = None
+    ratio_ci_high: float | None = None
+    se_log_ratio: float | None = None
+
+
+def aggregate(kind: Kind, values: np.ndarray, percentile: float = 50.0) -> Callable[[np.ndarray], np.ndarray]:
+    """``f(idx)`` -> the metric over the units ``idx`` (any leading batch shape), from ``values``
+    ((units,) or (units, 2) for a rate: numerator, denominator)."""
+
+    def mean(idx: np.ndarray) -> np.ndarray:
+        return np.asarray(values[idx].mean(axis=-1))
+
+    def rate(idx: np.ndarray) -> np.ndarray:
+        num = values[idx, 0].sum(axis=-1)
+        den = values[idx, 1].sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan))
+
+    def largest(idx: np.ndarray) -> np.ndarray:
+        return np.asarray(values[idx].max(axis=-1))
+
+    def pct(idx: np.ndarray) -> np.ndarray:
+        return np.asarray(np.percentile(values[idx], percentile, axis=-1))
+
+    return {"mean": mean, "rate": rate, "max": largest, "percentile": pct, "latency": pct}[kind]
+
+
+def paired_compare(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    kind: Kind,
+    settings: Settings,
+    rng: np.random.Generator,
+    percentile: float = 50.0,
+    test: bool = True,
+) -> Paired:
+    """Compare per-unit ``baseline`` and ``candidate`` values (row i of both is the same unit)."""
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    n = int(a.shape[0])
+    values = np.concatenate([a, b], axis=0)
+    agg = aggregate(kind, values, percentile)
+    ratio_kind = kind in RATIO_KINDS
+    units = np.arange(n)
+    base = float(agg(units)) if n else math.nan
+    cand = float(agg(units + n)) if n else math.nan
+    delta = cand - base
+    ratio = _ratio(cand, base) if ratio_kind else None
+
+    if n == 0 or not math.isfinite(delta):
+        return _undefined(n, base, cand, delta, ratio, ratio_kind)
+    if np.array_equal(a, b, equal_nan=True):
+        # every unit agrees: every permutation and every resample gives the observed difference
+        return Paired(
+            n=n, baseline=base, candidate=cand, delta=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0 if test else None,
+            se=0.0, ratio=ratio, ratio_ci_low=ratio, ratio_ci_high=ratio, se_log_ratio=0.0 if ratio_kind else None,
+        )  # fmt: skip
+
+    if kind == "mean":
+        # the difference of means is the mean of per-unit differences: test and resample those
+        d = b - a
+
+        def mean_d(x: np.ndarray, axis: int = -1) -> np.ndarray:
+            return np.asarray(x.mean(axis=-1))
+
+        def flipped_mean(signs: np.ndarray, axis: int = -1) -> np.ndarray:
+            return np.asarray((signs * d).mean(axis=-1))
+
+        p_value = _p_value(n, flipped_mean, settings, rng) if test else None
+        low, high, se = _bootstrap(d, mean_d, settings, rng)
+        return Paired(
+            n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0]
+        )
+
+    def swapped(signs: np.ndarray, axis: int = -1) -> np.ndarray:
+        # a unit whose sign the randomisation flipped has its baseline and candidate values swapped
+        flip = signs < 0
+        ia, ib = np.where(flip, units + n, units), np.where(flip, units, units + n)
+        if ratio_kind:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.asarray(np.log(agg(ib) / agg(ia)))
+        return np.asarray(agg(ib) - agg(ia))
+
+    p_value = _p_value(n, swapped, settings, rng) if test else None
+
+    def boot(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        d = np.asarray(agg(idx + n) - agg(idx))
+        if ratio_kind:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.stack([d, np.log(agg(idx + n) / agg(idx))])
+        return d
+
+    low, high, se = _bootstrap(units, boot, settings, rng)
+    if ratio_kind:
+        return Paired(
+            n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value,
+            se=se[0], ratio=ratio, ratio_ci_low=math.exp(low[1]) if math.isfinite(low[1]) else math.nan,
+            ratio_ci_high=math.exp(high[1]) if math.isfinite(high[1]) else math.nan, se_log_ratio=se[1],
+        )  # fmt: skip
+    return Paired(
+        n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0]
+    )
+
+
+def _ratio(cand: float, base: float) -> float:
+    if base == 0 or not (math.isfinite(base) and math.isfinite(cand)):
+        return math.nan
+    return cand / base
+
+
+def _undefined(n: int, base: float, cand: float, delta: float, ratio: float | None, ratio_kind: bool) -> Paired:
+    nan = math.nan
+    return Paired(
+        n=n, baseline=base, candidate=cand, delta=delta, ci_low=nan, ci_high=nan, p_value=None, se=nan,
+        ratio=ratio, ratio_ci_low=nan if ratio_kind else None, ratio_ci_high=nan if ratio_kind else None,
+        se_log_ratio=nan if ratio_kind else None,
+    )  # fmt: skip
+
+
+def _p_value(
+    n: int, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator
+) -> float | None:
+    """Two-sided p-value of the paired randomisation test. ``statistic(signs)`` is the metric's
+    difference with the units whose sign is -1 swapped (baseline and candidate exchanged); the
+    observed value is that of all signs +1.
+
+    Exact (every one of the 2**n sign patterns, ``scipy.stats.permutation_test``) when that is no
+    more than the resamples asked for, else ``scipy.stats.monte_carlo_test`` with random signs as
+    the null distribution: the same test, with p = 2 min(#{null <= obs} + 1, #{null >= obs} + 1) /
+    (resamples + 1) as scipy computes it. (``permutation_test`` with ``permutation_type="samples"``
+    does the same by permuting each unit's pair in a Python loop, about ten times slower at 600 units.)
+    """
+    signs = np.ones(n)
+    if n < 63 and 2**n <= settings.permutations:
+        result = stats.permutation_test(
+            (signs,), statistic, permutation_type="samples", vectorized=True, n_resamples=2**n,
+            alternative="two-sided",
+        )  # fmt: skip
+    else:
+
+        def random_signs(size: tuple[int, ...]) -> np.ndarray:
+            return rng.choice(np.array([-1.0, 1.0]), size=size)
+
+        result = stats.monte_carlo_test(
+            signs, random_signs, statistic, vectorized=True, n_resamples=settings.permutations,
+            alternative="two-sided",
+        )  # fmt: skip
+    p = float(result.pvalue)
+    return min(1.0, p) if math.isfinite(p) else None
+
+
+def _bootstrap(
+    data: np.ndarray, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator
+) -> tuple[list[float], list[float], list[float]]:
+    """(lows, highs, standard errors), one per output of ``statistic``."""
+    result = None
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            # BCa is undefined when (nearly) every resample agrees; the percentile interval is not
+            warnings.simplefilter("ignore")
+            result = stats.bootstrap(
+                (data,),
+                statistic,
+                vectorized=True,
+                n_resamples=settings.resamples,
+                confidence_level=settings.confidence,
+                method=method,
+                rng=rng,
+            )
+        ci = result.confidence_interval
+        if np.all(np.isfinite(np.atleast_1d(ci.low))) and np.all(np.isfinite(np.atleast_1d(ci.high))):
+            break
+    assert result is not None
+    lows = [float(v) for v in np.atleast_1d(result.confidence_interval.low)]
+    highs = [float(v) for v in np.atleast_1d(result.confidence_interval.high)]
+    ses = [float(v) for v in np.atleast_1d(result.standard_error)]
+    return lows, highs, ses
+
+
+def minimum_detectable(se: float, *, alpha: float, power: float) -> float:
+    """The smallest true difference a two-sided test at ``alpha`` detects with ``power``, for a
+    statistic with standard error ``se`` (normal approximation).
+
+    >>> round(minimum_detectable(0.01, alpha=0.05, power=0.8), 4)
+    0.028
+    """
+    if not math.isfinite(se):
+        return math.nan
+    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment (family-wise error); ``None`` entries are left out of the family.
+
+    >>> holm([0.01, None, 0.04, 0.03])
+    [0.03, None, 0.06, 0.06]
+    """
+    present = [(p, i) for i, p in enumerate(p_values) if p is not None]
+    m = len(present)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(sorted(present)):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def required_resamples(tests: int, alpha: float, floor: int) -> int:
+    """Enough resamples for the smallest attainable two-sided p-value (2 / (resamples + 1)) to be
+    half of Holm's first threshold (alpha / tests): at least ``floor``.
+
+    >>> required_resamples(100, 0.05, 999)
+    7999
+    """
+    need = math.ceil(4 * tests / alpha) - 1
+    return max(floor, need)

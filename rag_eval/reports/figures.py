@@ -1,0 +1,179 @@
+"""What the charts show, taken from the run: intervals, sweeps, stage losses, the trend.
+
+The interval of each config's same-document multi-chunk recall is a 95% percentile bootstrap
+over queries (``scipy.stats.bootstrap``, 2,000 resamples, fixed seed): the pairs of one query
+are resampled together, since they share a retrieval. It describes one config; whether two
+configs differ is the comparison's business (``compare.json``).
+
+>>> frame = pd.DataFrame({"config": ["a", "a"], "relevant_chunks": [["d#chunk-0", "d#chunk-1"]] * 2,
+...                       "delivered_relevant": [["d#chunk-0"], ["d#chunk-0", "d#chunk-1"]]})
+>>> recall_interval(frame)[0]
+0.75
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from rag_eval.metrics.measures import same_doc_pairs
+from rag_eval.reports import charts
+from rag_eval.reports.measures import flatten_config
+from rag_eval.reports.rundata import TIME_COLUMNS, RunData
+
+SWEEP_KEYS = {
+    "rag.max-chunks-per-document": "max chunks per document (cap)",
+    "rag.retrieve-k": "retrieve-k",
+    "rag.return-n": "return-n",
+}
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20240611
+
+
+def recall_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
+    """(recall, low, high) of same-document multi-chunk recall over ``rows`` (one config)."""
+    sums, counts = [], []
+    for raw in rows.to_dict("records"):
+        pairs = same_doc_pairs({str(k): v for k, v in raw.items()}, None)
+        if pairs:
+            sums.append(sum(p[3] for p in pairs))
+            counts.append(len(pairs))
+    if not counts:
+        return math.nan, math.nan, math.nan
+    s, c = np.asarray(sums, dtype=float), np.asarray(counts, dtype=float)
+    value = float(s.sum() / c.sum())
+    if len(counts) < 2 or np.all(s / c == s[0] / c[0]):
+        return value, value, value
+
+    def ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.asarray(a.sum(axis=axis) / b.sum(axis=axis))
+
+    res = stats.bootstrap(
+        (s, c),
+        ratio,
+        paired=True,
+        vectorized=True,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+    )
+    return value, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def recall_chart(data: RunData) -> str | None:
+    values, lows, highs = [], [], []
+    for name in data.names:
+        v, lo, hi = recall_interval(data.per_query[data.per_query["config"] == name])
+        values.append(v)
+        lows.append(lo)
+        highs.append(hi)
+    return charts.bar_with_intervals(
+        data.names,
+        values,
+        lows,
+        highs,
+        title="95% bootstrap interval over queries (grey: the baseline)",
+        xlabel="share of the relevant chunks delivered, per (query, document) pair with >= 2 relevant chunks",
+        highlight=data.baseline,
+    )
+
+
+def sweep_family(configs: Sequence[Mapping[str, Any]]) -> tuple[str, list[Mapping[str, Any]]] | None:
+    """(key, configs in order) when the D1-D5 configs of one search mode differ in exactly one
+    of cap, retrieve-k or return-n (and nothing else)."""
+    evidence = [c for c in configs if c.get("pipeline") == "evidence"]
+    if len(evidence) < 2 or len({c.get("mode") for c in evidence}) != 1:
+        return None
+    props = [dict(c.get("rag") or {}) for c in evidence]
+    keys = {k for p in props for k in p}
+    varying = [k for k in keys if len({p.get(k) for p in props}) > 1]
+    if len(varying) != 1 or varying[0] not in SWEEP_KEYS:
+        return None
+    key = varying[0]
+    try:
+        ordered_configs = sorted(evidence, key=lambda c: float(dict(c["rag"])[key]))
+    except (KeyError, ValueError):
+        return None
+    if len({dict(c["rag"])[key] for c in ordered_configs}) != len(ordered_configs):
+        return None
+    return key, ordered_configs
+
+
+def sweep_chart(data: RunData) -> str | None:
+    family = sweep_family(data.manifest.get("configs") or [])
+    if family is None:
+        return None
+    key, configs = family
+    cutoffs = data.summary.get("cutoffs") or [5]
+    k = 5 if 5 in cutoffs else cutoffs[-1]
+    measures = {
+        "same_doc_multi_chunk_recall": "same-doc multi-chunk recall",
+        f"chunk:R@{k}": f"chunk R@{k}",
+        f"chunk:nDCG@{k}": f"chunk nDCG@{k}",
+    }
+    flats = {n: flatten_config(c) for n, c in data.summary["configs"].items()}
+    xs = [float(dict(c["rag"])[key]) for c in configs]
+    series = {
+        label: [charts.as_float(flats.get(str(c["name"]), {}).get(m)) for c in configs] for m, label in measures.items()
+    }
+    names_in = {str(c["name"]) for c in configs}
+    reference = None
+    if data.baseline not in names_in and data.baseline in flats:
+        reference = {label: charts.as_float(flats[data.baseline].get(m)) for m, label in measures.items()}
+    return charts.sweep(SWEEP_KEYS[key], xs, series, reference=reference, reference_name=data.baseline)
+
+
+def waterfall_chart(data: RunData) -> str | None:
+    pq = data.per_query
+    relevant = {n: int(pq.loc[pq["config"] == n, "relevant_chunks"].map(len).sum()) for n in data.names}
+    losses = {n: dict(data.summary["configs"][n].get("stage_losses") or {}) for n in data.names}
+    return charts.waterfall(data.names, relevant, losses)
+
+
+def delivered_check(data: RunData) -> list[str]:
+    """Configs whose relevant - losses != delivered (a sign the run's files disagree)."""
+    pq = data.per_query
+    bad = []
+    for n in data.names:
+        rows = pq[pq["config"] == n]
+        rel = int(rows["relevant_chunks"].map(len).sum())
+        got = int(rows["delivered_relevant"].map(len).sum())
+        lost = sum(int(v) for v in (data.summary["configs"][n].get("stage_losses") or {}).values())
+        if rel - lost != got:
+            bad.append(n)
+    return bad
+
+
+def trend_chart(data: RunData) -> str | None:
+    if data.history is None:
+        return None
+    time_column = next(c for c in TIME_COLUMNS if c in data.history.columns)
+    measures = [
+        ("same_doc_multi_chunk_recall", "same-document multi-chunk recall"),
+        ("duplicate_rate", "duplicate rate (evidence key)"),
+        ("chunk:nDCG@5", "chunk nDCG@5"),
+        ("latency:postprocess:p95", "post-process p95 (µs)"),
+    ]
+    return charts.trend(data.history, time_column, measures)
+
+
+def all_charts(data: RunData) -> list[tuple[str, str]]:
+    """(title, svg) of every chart the run has data for, in reading order."""
+    out = []
+    for title, make in (
+        ("Same-document multi-chunk recall", recall_chart),
+        ("Sweep", sweep_chart),
+        ("Where relevant chunks were lost", waterfall_chart),
+        ("Latency per stage", lambda d: charts.latency(d.per_query, d.names)),
+        ("Nightly trend", trend_chart),
+    ):
+        svg = make(data)
+        if svg:
+            out.append((title, svg))
+    return out

@@ -1,0 +1,181 @@
+"""Reading what a run wrote, for the reports: nothing here computes a measure.
+
+A run directory holds ``summary.json``, ``manifest.json``, ``per_query.parquet`` and, from
+runs that wrote them, ``texts.parquet`` and ``spans.parquet`` (older runs: the drill-down
+then shows chunk keys without their texts). ``compare.json`` (written by ``rag-eval
+compare``) is read when present; a nightly history (``history.parquet``: one row per night
+and config) when given. A missing or malformed file raises :class:`ReportInputError`
+naming the file and the field.
+
+>>> check_compare({"schema_version": 1}, "compare.json")
+Traceback (most recent call last):
+...
+rag_eval.core.errors.ReportInputError: compare.json: field 'comparisons': missing
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from rag_eval.core.errors import ReportInputError
+
+COMPARE_FILE = "compare.json"
+TIME_COLUMNS = ("night", "date", "started", "timestamp", "time")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunData:
+    """One run as the harness wrote it, plus the comparison and history the report shows."""
+
+    dir: Path
+    summary: dict[str, Any]
+    manifest: dict[str, Any]
+    per_query: pd.DataFrame
+    texts: pd.DataFrame | None  # one row per chunk; None for runs written before texts.parquet
+    spans: pd.DataFrame | None
+    compare: dict[str, Any] | None
+    history: pd.DataFrame | None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.summary["configs"])
+
+    @property
+    def baseline(self) -> str:
+        return str(self.summary["baseline"])
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ReportInputError("not found: is this a run directory?", path=str(path)) from exc
+    except OSError as exc:
+        raise ReportInputError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    except json.JSONDecodeError as exc:
+        raise ReportInputError(f"not valid JSON (line {exc.lineno}: {exc.msg})", path=str(path)) from exc
+    if not isinstance(data, dict):
+        raise ReportInputError("expected a JSON object", path=str(path))
+    return data
+
+
+def _require(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str, where: str) -> Any:
+    field = f"{where}.{key}" if where else key
+    if key not in obj:
+        raise ReportInputError("missing", path=path, field=field)
+    value = obj[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float, (int, float))):
+        raise ReportInputError(f"expected {getattr(kind, '__name__', kind)}, got {value!r}", path=path, field=field)
+    return value
+
+
+def check_compare(data: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The fields of ``compare.json`` the report reads, checked (NaN is written as null)."""
+    comparisons = _require(data, "comparisons", list, path, "")
+    if data.get("schema_version") != 1:
+        raise ReportInputError(f"unsupported schema version {data.get('schema_version')!r}", path=path)
+    for i, comp in enumerate(comparisons):
+        where = f"comparisons[{i}]"
+        if not isinstance(comp, Mapping):
+            raise ReportInputError("expected an object", path=path, field=where)
+        _require(comp, "baseline", str, path, where)
+        _require(comp, "candidate", str, path, where)
+        for j, m in enumerate(_require(comp, "metrics", list, path, where)):
+            mw = f"{where}.metrics[{j}]"
+            if not isinstance(m, Mapping):
+                raise ReportInputError("expected an object", path=path, field=mw)
+            _require(m, "metric", str, path, mw)
+            for key in ("baseline", "candidate", "delta", "ci_low", "ci_high"):
+                if m.get(key) is not None:
+                    _require(m, key, (int, float), path, mw)
+        for j, g in enumerate(_require(comp, "gates", list, path, where)):
+            gw = f"{where}.gates[{j}]"
+            if not isinstance(g, Mapping):
+                raise ReportInputError("expected an object", path=path, field=gw)
+            outcome = _require(g, "outcome", str, path, gw)
+            if outcome not in ("pass", "warn", "fail", "underpowered", "error"):
+                raise ReportInputError(f"unknown outcome {outcome!r}", path=path, field=f"{gw}.outcome")
+    exit_code = data.get("exit_code")
+    if exit_code is not None and (not isinstance(exit_code, int) or isinstance(exit_code, bool)):
+        raise ReportInputError(f"expected an integer, got {exit_code!r}", path=path, field="exit_code")
+    return dict(data)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        frame: pd.DataFrame = pq.read_table(path).to_pandas()
+        return frame
+    except FileNotFoundError as exc:
+        raise ReportInputError("not found: is this a run directory?", path=str(path)) from exc
+    except OSError as exc:  # pyarrow raises OSError (ArrowInvalid) for files that are not Parquet
+        raise ReportInputError(f"cannot read as Parquet: {exc}", path=str(path)) from exc
+
+
+def read_history(history: str | Path | pd.DataFrame) -> pd.DataFrame:
+    """A nightly history: one row per night and config; needs ``config`` and a time column."""
+    name = "history" if isinstance(history, pd.DataFrame) else str(history)
+    frame = history if isinstance(history, pd.DataFrame) else _read_parquet(Path(history))
+    if "config" not in frame.columns:
+        raise ReportInputError("missing", path=name, field="config")
+    if not any(c in frame.columns for c in TIME_COLUMNS):
+        raise ReportInputError(f"no time column (one of {', '.join(TIME_COLUMNS)})", path=name, field="night")
+    return frame
+
+
+def _older(path: Path, than: Path) -> bool:
+    """A compare.json older than the rows beside it compared an earlier run in this directory."""
+    try:
+        return path.stat().st_mtime < than.stat().st_mtime
+    except OSError:
+        return False
+
+
+def load_run(
+    run_dir: str | Path,
+    *,
+    compare: str | Path | Mapping[str, Any] | None = None,
+    history: str | Path | pd.DataFrame | None = None,
+) -> RunData:
+    """Everything a report of ``run_dir`` shows. ``compare`` defaults to ``run_dir/compare.json``
+    when that file exists and is not older than the run's rows (a run written again into the
+    same directory makes an earlier comparison stale); a ``rag-eval compare --out`` directory without run files is read
+    through the run directory its ``compare.json`` names."""
+    base = Path(run_dir)
+    cmp: dict[str, Any] | None = None
+    if isinstance(compare, Mapping):
+        cmp = check_compare(compare, COMPARE_FILE)
+    elif compare is not None:
+        cmp = check_compare(_read_json(Path(compare)), str(compare))
+    elif (base / COMPARE_FILE).is_file() and not _older(base / COMPARE_FILE, base / "per_query.parquet"):
+        cmp = check_compare(_read_json(base / COMPARE_FILE), str(base / COMPARE_FILE))
+    data_dir = base
+    if not (base / "summary.json").is_file() and cmp is not None and isinstance(cmp.get("run"), Mapping):
+        data_dir = Path(str(cmp["run"].get("dir", base)))
+    summary = _read_json(data_dir / "summary.json")
+    for key in ("configs", "baseline"):
+        if key not in summary:
+            raise ReportInputError("missing", path=str(data_dir / "summary.json"), field=key)
+    manifest = _read_json(data_dir / "manifest.json")
+    per_query = _read_parquet(data_dir / "per_query.parquet")
+    texts = spans = None
+    if (data_dir / "texts.parquet").is_file():
+        texts = _read_parquet(data_dir / "texts.parquet")
+    if (data_dir / "spans.parquet").is_file():
+        spans = _read_parquet(data_dir / "spans.parquet")
+    return RunData(
+        dir=data_dir,
+        summary=summary,
+        manifest=manifest,
+        per_query=per_query,
+        texts=texts,
+        spans=spans,
+        compare=cmp,
+        history=read_history(history) if history is not None else None,
+    )
