@@ -118,7 +118,12 @@ def _replay(benchmark: Any, results: Results, setup: Setup, tmp: Path) -> None:
 
     with setup.port() as port:
         replayer = Replayer(
-            port, setup.exp.configs, setup.truth, timing=TimingPlan(mode=LatencyMode.OFF), warmup=setup.exp.warmup
+            port,
+            setup.exp.configs,
+            setup.truth,
+            timing=TimingPlan(mode=LatencyMode.OFF),
+            warmup=setup.exp.warmup,
+            prime=setup.backend == "server",  # as a run does: a 2.3 server needs one single search first
         )
 
         def replay(store: RunStore) -> int:
