@@ -28,7 +28,7 @@ from rag_eval.compare.history import (
     accepted_info,
     append_history,
 )
-from rag_eval.compare.rundir import RunData
+from rag_eval.compare.rundir import IDENTITY, RunData
 from rag_eval.core.config import PipelineKind
 from rag_eval.core.errors import RunDirectoryError, RunStoreError, UnsupportedFeatureError
 from rag_eval.core.transform import KnowledgeQueryTransformer
@@ -42,12 +42,12 @@ from rag_eval.harness import provenance
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
 from rag_eval.harness.replay import Replayer, batches, timing_groups
-from rag_eval.harness.rows import Truth
+from rag_eval.harness.rows import SCHEMA, Truth
 from rag_eval.harness.store import RunStore, atomic_write_json, atomic_write_text, json_safe
-from rag_eval.harness.texts import write_texts
+from rag_eval.harness.texts import TEXT_COLUMNS, write_texts
 from rag_eval.harness.timing import label_search_timing, latency_note
 from rag_eval.harness.whatif import WHAT_IF_NOTES
-from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
+from rag_eval.metrics.measures import SUMMARY_COLUMNS, chunk_ranking, doc_ranking, summarize
 from rag_eval.reports.html import render_html
 from rag_eval.reports.junit import render_junit
 from rag_eval.reports.markdown import render_markdown
@@ -243,10 +243,10 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Replayed:
-    """What the replay step leaves: the run store with its parts, the per-query table, the Milvus facts."""
+    """What the replay step leaves: the run store with its parts (the per-query rows, read one batch at a
+    time by the later steps, never all at once), the Milvus facts."""
 
     store: RunStore
-    table: pa.Table
     queries: int
     ingest: IngestResult
     backend: BackendInfo
@@ -399,10 +399,10 @@ def replay(
     texts = [transformer.transform(t).normalized_query for _, t in queries]
     missing = len(prep.resolver.missing(texts))
     qvecs = prep.resolver.resolve(texts, progress=progress.factory("embedding queries", missing))
-    vector_of = {t: v.tolist() for t, v in zip(texts, qvecs, strict=True)}
+    row_of = {t: i for i, t in enumerate(texts)}  # the vectors stay one float32 matrix: lists only per batch
 
     def encoder(batch: Sequence[str]) -> list[list[float]]:
-        return [vector_of[t] for t in batch]
+        return [qvecs[row_of[t]].tolist() for t in batch]
 
     truth = Truth(
         rows={r.vector_id: r for r in prep.rows},
@@ -437,9 +437,9 @@ def replay(
         if done:
             progress.log(f"resuming: {len(done)} of {len(all_batches)} query batches already finished")
         replayer.run(queries, store, batch_size=exp.batch_size, skip=done)
+    store.check_parts()
     return Replayed(
         store=store,
-        table=store.read_parts(),
         queries=len(queries),
         ingest=ingested,
         backend=backend,
@@ -449,10 +449,11 @@ def replay(
 
 
 def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> RunData:
-    """Metrics per config and the manifest: the run as a comparison reads it, still in memory."""
-    frame = replayed.table.to_pandas()
+    """Metrics per config and the manifest, from the parts one batch at a time: the run as a comparison
+    reads it (which reads the parts again, for the per-query values it pairs on)."""
     configs = config_rows(exp)
-    summary_configs, _ = summarize(replayed.table, configs=configs, cutoffs=exp.cutoffs)
+    parts = replayed.store.iter_parts
+    summary_configs, _ = summarize(parts(SUMMARY_COLUMNS), configs=configs, cutoffs=exp.cutoffs)
     manifest = provenance.manifest(
         exp=exp,
         dataset=prep.dataset,
@@ -476,7 +477,7 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
                 else "no span qrels: every chunk of a relevant document counts as relevant (document-level fallback)"
             ),
             "queries": replayed.queries,
-            "judged_queries": int(frame[frame["config"] == exp.baseline]["judged"].sum()),
+            "judged_queries": summary_configs[exp.baseline]["judged_queries"],
             "cutoffs": list(exp.cutoffs),
             "backend": replayed.backend.kind,
             "latency": latency_note(
@@ -490,22 +491,20 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
             "configs": label_search_timing(summary_configs, timing_groups(exp.configs)),
         }
     )
-    return RunData(dir=replayed.store.dir, table=frame, summary=summary, manifest=json_safe(manifest))
+    table = pa.concat_tables([SCHEMA.empty_table().select(list(IDENTITY)), *parts(IDENTITY)]).to_pandas()
+    return RunData(dir=replayed.store.dir, table=table, summary=summary, manifest=json_safe(manifest), rows=parts)
 
 
 def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, comparison: Comparison) -> Path:
     """Every artifact of the run, each atomically; the manifest last. Returns the report's path."""
     store = replayed.store
-    store.write_per_query(replayed.table, run.summary["provenance"])
-    for spec in exp.configs:
-        records = run.table[run.table["config"] == spec.name].to_dict("records")
-        rows = [{str(k): v for k, v in r.items()} for r in records]
-        store.write_trec_run(spec.name, {r["query_id"]: chunk_ranking(r) for r in rows}, spec.name)
-        store.write_trec_run(f"{spec.name}.docs", {r["query_id"]: doc_ranking(r) for r in rows}, spec.name)
+    store.write_per_query(store.iter_parts(), run.summary["provenance"])
+    names = [c.name for c in exp.configs]
+    store.write_trec_runs(_rankings(store.iter_parts(("query_id", "config", "member_chunks"))), names)
     store.remove_stale_runs(c.name for c in exp.configs)
     store.write_trec_qrels(f"{exp.split}.chunks", prep.labels.relevance)
     store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
-    write_texts(store.dir, replayed.table, prep.corpus, prep.dataset)
+    write_texts(store.dir, store.iter_parts(TEXT_COLUMNS), prep.corpus, prep.dataset)
     store.write_json("summary.json", run.summary)
     report = store.dir / "report.md"
     atomic_write_text(report, render_markdown(dict(run.summary), dict(run.manifest)))
@@ -514,6 +513,13 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
     render_html(store.dir)
     store.finish()
     return report
+
+
+def _rankings(parts: Iterator[pa.Table]) -> Iterator[tuple[str, str, list[str], list[str]]]:
+    """(config, query id, delivered chunks, delivered documents) of every row, part by part."""
+    for part in parts:
+        for row in part.to_pylist():
+            yield row["config"], row["query_id"], chunk_ranking(row), doc_ranking(row)
 
 
 # -- compare, accept, nightly -----------------------------------------------------------------

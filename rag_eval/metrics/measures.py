@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -232,31 +232,62 @@ SUMMARY_COLUMNS = (
 )
 
 
+Rows: TypeAlias = pd.DataFrame | pa.Table | Iterable[pa.Table | pa.RecordBatch]
+SCALAR_COLUMNS = ("guard_references", "guard_violations", "n_blocks", "payload_chars", *LATENCY_COLUMNS)
+
+
+def arrow_batches(rows: Rows, columns: Sequence[str]) -> Iterator[pa.Table]:
+    """The per-query rows as Arrow tables of about :data:`perquery.BATCH_ROWS` rows, with those of
+    ``columns`` they have: a DataFrame or table is sliced, a stream of parts regrouped."""
+    if isinstance(rows, pd.DataFrame | pa.Table):
+        arrow = as_arrow(rows, columns)
+        for start in range(0, max(arrow.num_rows, 1), perquery.BATCH_ROWS):
+            yield arrow.slice(start, perquery.BATCH_ROWS)
+        return
+    for table in perquery.rebatched(rows):
+        yield table.select([c for c in columns if c in table.column_names])
+
+
 def summarize(
-    table: pd.DataFrame | pa.Table,
+    table: Rows,
     *,
     configs: Sequence[Mapping[str, Any]],
     cutoffs: Sequence[int],
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Metrics per config, and the per-query measures they were averaged from.
 
+    ``table``: the per-query rows, as a DataFrame, an Arrow table, or a stream of Arrow tables
+    (a run's parts, a Parquet file's batches: read one batch at a time, never all at once).
     ``configs``: dicts with ``name``, ``cap`` (the cap compliance is checked against: the
     config's D3 value, for legacy the production cap; None: not checked), ``cap_aware`` (the cap
     of the cap-aware recall; None for no cap) and ``return_n``.
     """
-    arrow = as_arrow(table, SUMMARY_COLUMNS)
+    scalars: dict[str, list[np.ndarray[Any, Any]]] = {name: [] for name in SCALAR_COLUMNS}
+    losses: list[tuple[np.ndarray[Any, Any], pa.Array]] = []
+    query_ids: list[pa.ChunkedArray] = []
+    offset = 0
+
+    def tapped() -> Iterator[pa.Table]:
+        """The batches on their way to the per-query measures; what the summary adds up beside them is kept."""
+        nonlocal offset
+        for batch in arrow_batches(table, SUMMARY_COLUMNS):
+            for name in SCALAR_COLUMNS:
+                scalars[name].append(_numbers(batch, name))
+            rows, stages = flat_values(batch, "lost_stages")
+            losses.append((rows + offset, stages))
+            query_ids.append(batch.column("query_id"))
+            offset += batch.num_rows
+            yield batch.select([c for c in perquery.COLUMNS if c in batch.column_names])
+
     computed = perquery.compute(
-        arrow.select(list(perquery.COLUMNS)),
-        cutoffs,
-        {c["name"]: c["cap_aware"] for c in configs},
-        {c["name"]: c["cap"] for c in configs},
+        tapped(), cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
     )
     m = computed.frame
-    column = {name: _numbers(arrow, name) for name in SUMMARY_COLUMNS[len(perquery.COLUMNS) + 1 :]}
-    loss_rows, loss_stages = flat_values(arrow, "lost_stages")
-    loss_stage = np.asarray(loss_stages.to_pylist(), dtype=object)
-    config_of = np.asarray(arrow.column("config").to_numpy(zero_copy_only=False), dtype=object)
-    query_ids = arrow.column("query_id")
+    column = {name: np.concatenate(parts) if parts else np.zeros(0) for name, parts in scalars.items()}
+    loss_rows = np.concatenate([r for r, _ in losses]) if losses else np.zeros(0, dtype=np.int64)
+    loss_stage = np.asarray([s for _, stages in losses for s in stages.to_pylist()], dtype=object)
+    config_of = m["config"].to_numpy(dtype=object)
+    ids = pa.chunked_array([c for ids in query_ids for c in ids.chunks], type=pa.string())
     chunk_cols = [f"chunk:{n}" for n in measure_names(cutoffs)]
     doc_cols = [f"doc:{n}" for n in measure_names(cutoffs)]
     out: dict[str, Any] = {}
@@ -270,8 +301,8 @@ def summarize(
         breakdown = computed.breakdown[mine[computed.breakdown["row"].to_numpy()]]
         members = int(sub["members"].sum())
         hits = int(sub["hits"].sum())
-        violations, n_violations, compliance = _violations(computed.over_cap, query_ids, mine, "stored", cfg["cap"])
-        true_violations, n_true, true_compliance = _violations(computed.over_cap, query_ids, mine, "true", cfg["cap"])
+        violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
+        true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
         stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
         latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in LATENCY}
         mean_e2e = latency["e2e"]["mean"]
@@ -322,7 +353,7 @@ def summarize(
 
 
 def _numbers(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
-    return np.asarray(table.column(name).to_numpy(), dtype=float)
+    return np.asarray(table.column(name).to_numpy(), dtype=float) if name in table.column_names else np.zeros(0)
 
 
 def _violations(
@@ -408,10 +439,10 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
 PAIR_COLUMNS = ("query_id", "config", "doc_id", "relevant", "delivered", "recall", "recall_cap_aware")
 
 
-def pair_frame(table: pd.DataFrame | pa.Table, caps: Mapping[str, int | None]) -> pd.DataFrame:
+def pair_frame(table: Rows, caps: Mapping[str, int | None]) -> pd.DataFrame:
     """One row per (query, config, document with >= 2 relevant chunks): the units that
     same-document multi-chunk recall averages over, so a comparison can pair them
-    (:func:`same_doc_pairs` for every row, computed column-wise).
+    (:func:`same_doc_pairs` for every row, computed column-wise; a stream is read one batch at a time).
 
     ``caps``: config -> the cap of the cap-aware recall (None: no cap).
 
@@ -420,21 +451,25 @@ def pair_frame(table: pd.DataFrame | pa.Table, caps: Mapping[str, int | None]) -
     >>> pair_frame(t, {"c": 1})[["doc_id", "relevant", "delivered", "recall", "recall_cap_aware"]].to_dict("records")
     [{'doc_id': 'd', 'relevant': 2, 'delivered': 1, 'recall': 0.5, 'recall_cap_aware': 1.0}]
     """
-    arrow = as_arrow(table, ("query_id", "config", "relevant_chunks", "delivered_relevant"))
-    pairs = perquery.same_doc_pairs(arrow, caps)
-    rows = pa.array(pairs["row"].to_numpy(), type=pa.int64())
-    return pd.DataFrame(
-        {
-            "query_id": arrow.column("query_id").take(rows).to_pylist(),
-            "config": arrow.column("config").take(rows).to_pylist(),
-            "doc_id": pairs["doc_id"].tolist(),
-            "relevant": pairs["relevant"].to_numpy(),
-            "delivered": pairs["delivered"].to_numpy(),
-            "recall": pairs["recall"].to_numpy(),
-            "recall_cap_aware": pairs["cap_aware"].to_numpy(),
-        },
-        columns=list(PAIR_COLUMNS),
-    )
+    frames = []
+    for batch in arrow_batches(table, ("query_id", "config", "relevant_chunks", "delivered_relevant")):
+        pairs = perquery.same_doc_pairs(batch, caps)
+        rows = pa.array(pairs["row"].to_numpy(), type=pa.int64())
+        frames.append(
+            pd.DataFrame(
+                {
+                    "query_id": batch.column("query_id").take(rows).to_pylist(),
+                    "config": batch.column("config").take(rows).to_pylist(),
+                    "doc_id": pairs["doc_id"].tolist(),
+                    "relevant": pairs["relevant"].to_numpy(),
+                    "delivered": pairs["delivered"].to_numpy(),
+                    "recall": pairs["recall"].to_numpy(),
+                    "recall_cap_aware": pairs["cap_aware"].to_numpy(),
+                },
+                columns=list(PAIR_COLUMNS),
+            )
+        )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(PAIR_COLUMNS))
 
 
 def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
@@ -450,7 +485,7 @@ def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
     return max(counts.values(), default=1 if len(doc_ids) else 0)
 
 
-def query_values(table: pd.DataFrame, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
+def query_values(table: Rows, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
     """Every per-query value a comparison pairs on, one row per (query, config): the columns of
     :func:`per_query_frame`, and
 
@@ -461,25 +496,36 @@ def query_values(table: pd.DataFrame, *, configs: Sequence[Mapping[str, Any]], c
     ``guard_refs``        distinct chunk references; ``guard_ok`` those EvidenceGuard maps 1:1
     ``payload_chars``, ``n_blocks`` and the latency columns (microseconds) as the table has them
 
+    ``table``: the rows as for :func:`summarize` (a stream is read one batch at a time).
     ``configs``: dicts with ``name``, ``cap``, ``cap_aware`` and ``return_n`` (see :func:`summarize`).
     """
-    by_name = {c["name"]: c for c in configs}
-    frame = per_query_frame(
-        table, cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
-    )
-    return_n = table["config"].map(lambda name: by_name[name]["return_n"])
-    max_chunks = table["member_doc_ids"].map(lambda ids: max_chunks_per_document(list(ids)))
-    extra = pd.DataFrame(
-        {
-            "max_doc_chunks": max_chunks.astype(float).to_numpy(),
-            "return_n_ok": (table["n_blocks"] <= return_n).astype(float).to_numpy(),
-            "guard_refs": table["guard_references"].astype(float).to_numpy(),
-            "guard_ok": (table["guard_references"] - table["guard_violations"]).astype(float).to_numpy(),
-            "payload_chars": table["payload_chars"].astype(float).to_numpy(),
-            "n_blocks": table["n_blocks"].astype(float).to_numpy(),
-            **{col: table[col].astype(float).to_numpy() for col in LATENCY_COLUMNS},
-        },
-        index=frame.index,
-    )
-    return pd.concat([frame, extra], axis=1)
+    return_n = {c["name"]: float(c["return_n"]) for c in configs}
+    extras: list[pd.DataFrame] = []
 
+    def tapped() -> Iterator[pa.Table]:
+        for batch in arrow_batches(table, (*perquery.COLUMNS, *SCALAR_COLUMNS)):
+            n_blocks = _numbers(batch, "n_blocks")
+            limit = np.array([return_n[c] for c in batch.column("config").to_pylist()], dtype=float)
+            refs = _numbers(batch, "guard_references")
+            extras.append(
+                pd.DataFrame(
+                    {
+                        "return_n_ok": (n_blocks <= limit).astype(float),
+                        "guard_refs": refs,
+                        "guard_ok": refs - _numbers(batch, "guard_violations"),
+                        "payload_chars": _numbers(batch, "payload_chars"),
+                        "n_blocks": n_blocks,
+                        **{col: _numbers(batch, col) for col in LATENCY_COLUMNS},
+                    }
+                )
+            )
+            yield batch.select(list(perquery.COLUMNS))
+
+    computed = perquery.compute(
+        tapped(), cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
+    )
+    frame = computed.frame
+    extra = pd.concat(extras, ignore_index=True) if extras else pd.DataFrame()
+    extra.insert(0, "max_doc_chunks", computed.max_doc_chunks.astype(float))
+    extra.index = frame.index
+    return pd.concat([frame, extra], axis=1)

@@ -11,7 +11,7 @@ are the ones the per-row definitions give, to the last bit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +72,7 @@ class PerQuery:
     pairs: pd.DataFrame
     breakdown: pd.DataFrame
     over_cap: pd.DataFrame
+    max_doc_chunks: Array  # per row: the most delivered chunks sharing one stored doc id (a doc-less one is 1)
 
 
 def doc_of(chunk_key: str) -> str:
@@ -88,6 +89,28 @@ def measure_names(cutoffs: Sequence[int]) -> list[str]:
 BATCH_ROWS = 8192  # rows measured at once: small hash tables and temporaries, and bounded memory
 
 
+def rebatched(parts: Iterable[pa.Table | pa.RecordBatch], rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+    """A stream of tables (a run's parts, a file's record batches) regrouped into tables of about
+    ``rows`` rows: per-batch work is then paid per 8,192 rows, not per part of a few hundred."""
+    pending: list[pa.Table] = []
+    count = 0
+    for part in parts:
+        table = part if isinstance(part, pa.Table) else pa.Table.from_batches([part])
+        pending.append(table)
+        count += table.num_rows
+        if count >= rows:
+            yield pa.concat_tables(pending).combine_chunks()
+            pending, count = [], 0
+    if pending:
+        yield pa.concat_tables(pending).combine_chunks()
+
+
+def _in_batches(rows: pa.Table | Iterable[pa.Table | pa.RecordBatch]) -> Iterable[pa.Table | pa.RecordBatch]:
+    if isinstance(rows, pa.Table):
+        return [rows.slice(start, BATCH_ROWS) for start in range(0, max(rows.num_rows, 1), BATCH_ROWS)]
+    return rebatched(rows)
+
+
 def compute(
     batches: pa.Table | Iterable[pa.Table | pa.RecordBatch],
     cutoffs: Sequence[int],
@@ -98,9 +121,7 @@ def compute(
     batches, measured :data:`BATCH_ROWS` rows at a time (every measure is one row's business; the
     vocabularies and hash tables of a batch stay small, which makes hashing the strings three
     times faster than in one pass over a million rows)."""
-    if isinstance(batches, pa.Table):
-        whole = batches
-        batches = [whole.slice(start, BATCH_ROWS) for start in range(0, max(whole.num_rows, 1), BATCH_ROWS)]
+    batches = _in_batches(batches)
     parts: list[PerQuery] = []
     offset = 0
     for batch in batches:
@@ -112,13 +133,15 @@ def compute(
                 pairs=part.pairs.assign(row=part.pairs["row"] + offset),
                 breakdown=part.breakdown.assign(row=part.breakdown["row"] + offset),
                 over_cap=part.over_cap.assign(row=part.over_cap["row"] + offset),
+                max_doc_chunks=part.max_doc_chunks,
             )
         parts.append(part)
         offset += table.num_rows
     if len(parts) == 1:
         return parts[0]
     fields = ("frame", "pairs", "breakdown", "over_cap")
-    return PerQuery(*(pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in fields))
+    frame, pairs, breakdown, over_cap = (pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in fields)
+    return PerQuery(frame, pairs, breakdown, over_cap, np.concatenate([p.max_doc_chunks for p in parts]))
 
 
 def _compute(
@@ -181,7 +204,10 @@ def _compute(
     frame["cap_ok"] = np.where(no_cap, math.nan, (stored_max <= checked).astype(float))
     frame["cap_ok_true"] = np.where(no_cap, math.nan, (true_max <= checked).astype(float))
     over_cap = pd.concat([stored_over.assign(by="stored"), true_over.assign(by="true")], ignore_index=True)
-    return PerQuery(frame=pd.DataFrame(frame), pairs=pairs, breakdown=breakdown, over_cap=over_cap)
+    max_doc_chunks = np.where(per_row(stored_docs.row, n) > 0, np.maximum(stored_max, 1), 0)
+    return PerQuery(
+        frame=pd.DataFrame(frame), pairs=pairs, breakdown=breakdown, over_cap=over_cap, max_doc_chunks=max_doc_chunks
+    )
 
 
 def _np(array: pa.Array | pa.ChunkedArray) -> Array:
@@ -267,9 +293,7 @@ def same_doc_pairs(
     """Every (query, document with >= 2 relevant chunks) pair of a table (``config``,
     ``relevant_chunks`` and ``delivered_relevant`` are read): ``row`` (in the table), ``doc_id``,
     ``relevant``, ``delivered``, ``recall`` and ``cap_aware`` (``caps``: config -> cap, None: none)."""
-    if isinstance(batches, pa.Table):
-        whole = batches
-        batches = [whole.slice(start, BATCH_ROWS) for start in range(0, max(whole.num_rows, 1), BATCH_ROWS)]
+    batches = _in_batches(batches)
     parts = []
     offset = 0
     for batch in batches:
