@@ -10,6 +10,7 @@ as a regression.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -69,6 +70,12 @@ def text_of(path: Path) -> str:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def _usage(key: str, message: str) -> Exception:
+    from rag_eval.core.errors import ConfigError, ConfigProblem
+
+    return ConfigError([ConfigProblem(key, message)])
 
 
 def _is_experiment(text: str) -> bool:
@@ -191,8 +198,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     exp = _experiment(args)
     gates = _gates(args)
-    out = Path(args.out) if args.out else Path("reports") / "runs" / exp.name
+    if args.out:
+        out = Path(args.out)
+    elif args.resume:
+        raise _usage("--resume", "give the --out of the run to resume")
+    else:  # a new directory per run: a later run never overwrites an earlier one
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        out = Path("reports") / "runs" / f"{exp.name}-{stamp}"
     progress = jobs.Progress(quiet=args.quiet)
+    progress.log(jobs.describe(exp, out))
     with progress.running():
         result = jobs.run_experiment(
             exp, out, resume=args.resume, progress=progress, gates=gates, against=args.against,
@@ -293,10 +307,20 @@ def _add_experiment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", nargs="?", help="experiment TOML file (optional with --dataset)")
     p.add_argument("--dataset", help="BEIR data set directory (overrides the experiment's)")
     p.add_argument("--split", help="qrels split (default: the experiment's, else test)")
-    p.add_argument("--milvus-uri", help="a local path (embedded Milvus Lite) or http(s)://host:port (a server)")
+    p.add_argument(
+        "--milvus-uri",
+        help="a local path (embedded Milvus Lite) or http(s)://host:port (a server); default: the experiment's, "
+        "else reports/milvus/<data set>.db",
+    )
     p.add_argument("--collection", help="collection name (default: derived from the data set and its manifest)")
-    p.add_argument("--chunker", help="chunker spec, e.g. sentences:size=3,overlap=0 or chars:size=800,overlap=100")
-    p.add_argument("--profile", help="ingest profile: clean or production")
+    p.add_argument(
+        "--chunker",
+        help="chunker spec, e.g. sentences:size=3,overlap=0 or chars:size=800,overlap=100; default: the "
+        "experiment's, else sentences:size=3,overlap=0",
+    )
+    p.add_argument(
+        "--profile", help="ingest profile: clean or production (default: the experiment's, else production)"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -336,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="replay the labelled queries under every config and write the run directory")
     _add_experiment_args(p)
-    p.add_argument("--out", help="run directory (default reports/runs/<experiment>)")
+    p.add_argument("--out", help="run directory (default: a new reports/runs/<experiment>-<UTC time>)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument(
         "--config",
@@ -344,8 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=FILE[:MODE]",
         help="a config from a .properties file (repeatable; replaces the experiment's configs)",
     )
-    p.add_argument("--baseline", help="name of the baseline config")
-    p.add_argument("--limit", type=int, help="replay only the first N queries")
+    p.add_argument("--baseline", help="name of the baseline config (default: the experiment's, else the first)")
+    p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
     p.add_argument(
         "--latency",
         metavar="all|sample[:N]|off",
@@ -406,6 +430,10 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+
+    if hasattr(signal, "SIGXFSZ"):  # a file-size limit (ulimit -f) fails the write (exit 3), not the process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Command | None = getattr(args, "func", None)

@@ -53,7 +53,7 @@ from rag_eval.reports.junit import render_junit
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.reports.summary import render_summary
 from rag_eval.search.milvus import MilvusSearch, MilvusStore
-from rag_eval.search.milvus_schema import BackendInfo
+from rag_eval.search.milvus_schema import BackendInfo, redact_uri
 
 REGENERATE_HINT = "run `make embeddings` (or `rag-eval embed DATASET`) to rebuild them"
 
@@ -342,14 +342,19 @@ def run_experiment(
     gate_set = gates if gates is not None else experiment_gates(exp.gates, source=exp.source)
     gate_set.validate(catalog(exp.cutoffs))
     earlier = RunData.from_dir(against) if against is not None else None
-    prep = prepare(exp)
-    if earlier is not None and not intersection:
-        _check_pairable(exp, prep, earlier)
-    collection = ingest_collection(exp, prep, prog)
-    replayed = replay(exp, prep, collection, out, resume=resume, progress=prog)
-    run = summarise(exp, prep, replayed, clock)
-    comparison = compare(run, run if against_self else earlier, gate_set, intersection=intersection, notes=notes)
-    report = write(exp, prep, replayed, run, comparison)
+    store = RunStore(out)
+    store.check_target()
+    if resume:
+        store.check_resumable()
+    with store.locked():  # held until the last file is published; a second run into `out` is refused
+        prep = prepare(exp)
+        if earlier is not None and not intersection:
+            _check_pairable(exp, prep, earlier)
+        collection = ingest_collection(exp, prep, prog)
+        replayed = replay(exp, prep, collection, store, resume=resume, progress=prog)
+        run = summarise(exp, prep, replayed, clock)
+        comparison = compare(run, run if against_self else earlier, gate_set, intersection=intersection, notes=notes)
+        report = write(exp, prep, replayed, run, comparison)
     return RunResult(
         out=replayed.store.dir,
         summary=dict(run.summary),
@@ -388,8 +393,30 @@ def ingest_collection(exp: Experiment, prep: Prepared, progress: Progress) -> In
     return ingested
 
 
+def run_identity(exp: Experiment, prep: Prepared) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues: the data (checksum, split, chunker,
+    labels), how rows were written and searched, the configs, the batching and the code. Not the
+    Milvus URI as spelled (``./lite.db`` and ``lite.db``, a server back on another port, credentials)."""
+    git = provenance.git_commit()
+    return {
+        "experiment": exp.name,
+        "data set checksum": prep.dataset.checksum,
+        "split": exp.split,
+        "chunker": exp.chunker_spec,
+        "labels": [prep.labels.level, exp.min_overlap_chars],
+        "embedder": [exp.embedder_model, exp.embedder_normalize],
+        "ingest profile": exp.profile.as_dict(),
+        "index": exp.index.to_json(),
+        "configs": {c.name: c.config_hash() for c in exp.configs},
+        "baseline": exp.baseline,
+        "batch size": exp.batch_size,
+        "query limit": exp.query_limit,
+        "code": git["commit"] or provenance.package_version("rag-eval"),
+    }
+
+
 def replay(
-    exp: Experiment, prep: Prepared, ingested: IngestResult, out: str | Path, *, resume: bool, progress: Progress
+    exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunStore, *, resume: bool, progress: Progress
 ) -> Replayed:
     """Replay every query under every config into the run store."""
     transformer = KnowledgeQueryTransformer()
@@ -411,12 +438,11 @@ def replay(
     )
     with MilvusStore(exp.resolved_uri, ingested.collection, token_env=exp.token_env, timeout=exp.timeout) as ms:
         backend = ms.backend()
-    store = RunStore(out)
     with MilvusSearch(
         exp.resolved_uri, ingested.collection, encoder, index=exp.index, token_env=exp.token_env, timeout=exp.timeout
     ) as port:
         _preflight(exp, port)  # refuse unsupported modes before anything is written
-        done = store.begin(exp.fingerprint(), resume=resume)
+        done = store.begin(run_identity(exp, prep), resume=resume)
         all_batches = batches(len(queries), exp.batch_size)
         replayer = Replayer(
             port,
@@ -496,23 +522,31 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
 
 
 def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, comparison: Comparison) -> Path:
-    """Every artifact of the run, each atomically; the manifest last. Returns the report's path."""
+    """Every artifact of the run, staged, then published as a set (the completion marker last).
+    Returns the report's path. A failure while staging leaves the previous run's files as they were."""
     store = replayed.store
-    store.write_per_query(store.iter_parts(), run.summary["provenance"])
-    names = [c.name for c in exp.configs]
-    store.write_trec_runs(_rankings(store.iter_parts(("query_id", "config", "member_chunks"))), names)
-    store.remove_stale_runs(c.name for c in exp.configs)
-    store.write_trec_qrels(f"{exp.split}.chunks", prep.labels.relevance)
-    store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
-    write_texts(store.dir, store.iter_parts(TEXT_COLUMNS), prep.corpus, prep.dataset)
-    store.write_json("summary.json", run.summary)
-    report = store.dir / "report.md"
-    atomic_write_text(report, render_markdown(dict(run.summary), dict(run.manifest)))
-    write_comparison(store.dir, comparison)
-    store.write_json("manifest.json", run.manifest)
-    render_html(store.dir)
+    staging = store.stage()
+    try:
+        store.write_per_query(store.iter_parts(), run.summary["provenance"])
+        names = [c.name for c in exp.configs]
+        store.write_trec_runs(_rankings(store.iter_parts(("query_id", "config", "member_chunks"))), names)
+        store.write_trec_qrels(f"{exp.split}.chunks", prep.labels.relevance)
+        store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
+        write_texts(staging, store.iter_parts(TEXT_COLUMNS), prep.corpus, prep.dataset)
+        store.write_json("summary.json", run.summary)
+        atomic_write_text(staging / "report.md", render_markdown(dict(run.summary), dict(run.manifest)))
+        write_comparison(staging, comparison)
+        store.write_json("manifest.json", run.manifest)
+        render_html(staging, shown_dir=store.dir)
+    except OSError as exc:
+        store.discard_staging()
+        raise RunStoreError(f"cannot write the run's files: {exc.strerror or exc}", path=str(store.dir)) from exc
+    except BaseException:
+        store.discard_staging()
+        raise
+    store.publish()
     store.finish()
-    return report
+    return store.dir / "report.md"
 
 
 def _rankings(parts: Iterator[pa.Table]) -> Iterator[tuple[str, str, list[str], list[str]]]:
@@ -520,9 +554,6 @@ def _rankings(parts: Iterator[pa.Table]) -> Iterator[tuple[str, str, list[str], 
     for part in parts:
         for row in part.to_pylist():
             yield row["config"], row["query_id"], chunk_ranking(row), doc_ranking(row)
-
-
-# -- compare, accept, nightly -----------------------------------------------------------------
 
 
 def write_comparison(directory: str | Path, comparison: Comparison) -> list[Path]:
@@ -613,6 +644,17 @@ def nightly(
         accept(out, root=accepted_root)
     append_history(RunData.from_dir(out), exit_code=result.exit_code, path=history)
     return NightResult(dir=out, accepted=accepted, first=first, run=result)
+
+
+def describe(exp: Experiment, out: Path) -> str:
+    """The settings a run uses, defaults included, in one line for the start of the run."""
+    configs = ", ".join(f"{c.name} ({c.config.pipeline.value})" for c in exp.configs)
+    return (
+        f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
+        f"embedder {exp.embedder_model}, ingest profile {exp.profile.name}, Milvus {redact_uri(exp.resolved_uri)} "
+        f"(index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline {exp.baseline}, "
+        f"queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
+    )
 
 
 def _cap_label(cfg: dict[str, Any]) -> str:

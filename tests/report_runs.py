@@ -29,7 +29,7 @@ from rag_eval.harness.experiment import ConfigSpec, Experiment, IngestProfile
 from rag_eval.harness.ingest import plan_rows
 from rag_eval.harness.replay import Replayer
 from rag_eval.harness.rows import Truth
-from rag_eval.harness.store import RunStore, json_safe
+from rag_eval.harness.store import MARKER, RunStore, atomic_write_json, json_safe
 from rag_eval.harness.texts import write_texts
 from rag_eval.metrics.measures import summarize
 from rag_eval.search.memory import InMemorySearch
@@ -155,7 +155,7 @@ def synthetic_run(
     )
     store = RunStore(out)
     started = dt.datetime.now(dt.UTC)
-    store.begin(exp.fingerprint(), resume=False)
+    store.begin({"fingerprint": exp.fingerprint()}, resume=False)
     with InMemorySearch.scripted(script) as port:
         Replayer(port, specs, truth, transformer=transformer, warmup=0).run(queries, store, batch_size=256)
     table = store.read_parts()
@@ -211,6 +211,7 @@ def synthetic_run(
     write_texts(store.dir, table, corpus, dataset)
     store.write_json("summary.json", summary)
     store.write_json("manifest.json", json_safe(manifest))
+    atomic_write_json(store.dir / MARKER, {"files": ["per_query.parquet", "summary.json", "manifest.json"]})
     store.finish()
     if render:
         from rag_eval.reports.html import render_html

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from rag_eval.compare.rundir import REQUIRED, RunData
 from rag_eval.core.errors import RunDirectoryError, RunStoreError
 from rag_eval.embed.store import write_atomic as atomic_write_parquet
-from rag_eval.harness.store import atomic_write_json
+from rag_eval.harness.store import MARKER, atomic_write_json
 from rag_eval.metrics.measures import summary_frame
 
 DEFAULT_HISTORY = Path("reports/history.parquet")
@@ -141,9 +141,12 @@ def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
+        copied = []
         for name in (*REQUIRED, "report.md", "compare.json"):
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
+                copied.append(name)
+        atomic_write_json(staging / MARKER, {"files": copied, "copied_from": str(source)})
         atomic_write_json(
             staging / ACCEPTED_FILE,
             {

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import RunDirectoryError
+from rag_eval.harness.store import MARKER, is_finished
 from rag_eval.metrics import perquery
 from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
 
@@ -51,6 +52,12 @@ class RunData:
         if missing:
             raise RunDirectoryError(
                 f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
+                path=str(path),
+            )
+        if not is_finished(path):
+            raise RunDirectoryError(
+                f"the run's files were not all published (no {MARKER}: it stopped while writing them): "
+                "run it again",
                 path=str(path),
             )
         per_query = path / "per_query.parquet"

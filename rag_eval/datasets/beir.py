@@ -148,6 +148,12 @@ def _jsonl(path: Path, digest: Any, problems: _Problems, kind: str) -> Iterator[
         if not isinstance(ident, str) or not ident:
             problems.add("missing or empty (must be a non-empty string)", path=path, line=n, field="_id")
             continue
+        if any(ch.isspace() for ch in ident) or "#chunk-" in ident:
+            # ids become TREC docnos and qids (whitespace-separated) and the doc part of chunk keys
+            problems.add(
+                f"{ident!r} holds whitespace or '#chunk-': ids must be single tokens", path=path, line=n, field="_id"
+            )
+            continue
         if ident in seen:
             problems.add(f"duplicate id {ident!r}", path=path, line=n, field="_id")
             continue
@@ -321,6 +327,9 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     docs = read_documents(corpus_path, digest, problems)
     queries = read_queries(queries_path, digest, problems)
     problems.raise_if_any()
+    for found, where, what in ((docs, corpus_path, "document"), (queries, queries_path, "query")):
+        if not found:
+            raise DatasetError(f"holds no {what} (an empty data set cannot be evaluated)", path=str(where))
 
     tsv = root / "qrels" / f"{split}.tsv"
     trec = next(

@@ -10,27 +10,39 @@
     DIR/runs/<config>.docs.trec    TREC run of delivered documents
     DIR/qrels/<split>.chunks.trec  chunk-level qrels from span overlap
     DIR/qrels/<split>.docs.trec    document-level qrels
+    DIR/run.complete.json          written last: every file the run published
     DIR/.parts/                    finished query batches of an unfinished run (for --resume)
+    DIR/.staging/                  the final files while they are written, before they are published
+    DIR/.lock, DIR/.lock.json      held for the life of a run, and who holds it
 
-A run writes each finished batch of queries to ``.parts`` (atomically); ``--resume``
-skips the batches found there, so no query is run or counted twice; the final files
-are assembled from the parts, then ``.parts`` is removed. The parts are read one batch
-at a time (:meth:`RunStore.iter_parts`) and ``per_query.parquet`` is written from them
-as they are read, so a run's memory does not grow with its number of queries.
+A run holds the directory's lock from start to end: a second run into it is refused at
+once. It writes each finished batch of queries to ``.parts`` (atomically); ``--resume``
+checks that nothing it depends on changed and skips the batches found there, so no query
+is run or counted twice. The final files are written into ``.staging``, then moved in as a
+set; ``run.complete.json`` is removed before the move and written after it, so a reader
+never takes half-old, half-new files for a finished run. Files an earlier run published
+and this one does not are removed (only those: never by pattern); then ``.parts`` goes.
+The parts are read one batch at a time (:meth:`RunStore.iter_parts`) and ``per_query.parquet``
+and the TREC runs are written as they are read, so a run's memory does not grow with its
+number of queries.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
 import shutil
+import socket
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import filelock
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,6 +53,10 @@ from rag_eval.harness.rows import SCHEMA, rows_to_table
 
 STATE_FILE = "state.json"
 PARTS = ".parts"
+STAGING = ".staging"
+LOCK_FILE = ".lock"
+HOLDER_FILE = ".lock.json"
+MARKER = "run.complete.json"  # written last, naming every file the run published
 ROW_GROUP_ROWS = 16_384  # rows per row group of per_query.parquet (parts are much smaller)
 
 
@@ -87,38 +103,117 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 class RunStore:
+    """One run directory: locked for the life of a run, batches in ``.parts``, final files staged in
+    ``.staging`` and published as a set, with ``run.complete.json`` (the files it wrote) last.
+
+    >>> import tempfile
+    >>> store = RunStore(Path(tempfile.mkdtemp()) / "run")
+    >>> with store.locked():
+    ...     _ = store.begin({"experiment": "x"}, resume=False)
+    ...     _ = store.stage()
+    ...     _ = store.write_json("summary.json", {"ok": True})
+    ...     store.publish()
+    ...     store.finish()
+    ['summary.json']
+    >>> sorted(p.name for p in store.dir.iterdir())
+    ['.lock', 'run.complete.json', 'summary.json']
+    """
+
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
         self.parts_dir = self.dir / PARTS
+        self.staging_dir = self.dir / STAGING
+        self._target = self.dir  # where final files go: the staging directory while publishing
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def begin(self, fingerprint: str, *, resume: bool) -> set[int]:
-        """Prepare the directory; returns the batch numbers already finished (resume only)."""
+    def check_target(self) -> None:
+        """Refuse a run directory that is a file, before anything runs."""
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ConfigError([ConfigProblem("--out", f"{self.dir} is a file, not a run directory")])
+
+    @contextmanager
+    def locked(self) -> Iterator[RunStore]:
+        """Hold the run directory for the whole run: a second run into it is refused at once (exit 2, naming
+        the holder) and the first is left alone. A directory this run created and wrote nothing into is
+        removed again, so a refused or failed start leaves nothing behind."""
+        self.check_target()
+        created = not self.dir.exists()
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunStoreError(f"cannot create the run directory: {exc.strerror}", path=str(self.dir)) from exc
+        lock = filelock.FileLock(self.dir / LOCK_FILE, timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "--out",
+                        f"{self.dir} is in use by another run ({self._holder()}): wait for it or use another --out",
+                    )
+                ]
+            ) from None
+        try:
+            atomic_write_json(
+                self.dir / HOLDER_FILE,
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(), "argv": sys.argv[:8]},
+            )
+            yield self
+        finally:
+            (self.dir / HOLDER_FILE).unlink(missing_ok=True)
+            lock.release()
+            if created and {p.name for p in self.dir.iterdir()} <= {LOCK_FILE}:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _holder(self) -> str:
+        try:
+            h = json.loads((self.dir / HOLDER_FILE).read_text(encoding="utf-8"))
+            return f"pid {h.get('pid')} on {h.get('host')}, started {h.get('started')}: {' '.join(h.get('argv', []))}"
+        except (OSError, ValueError):
+            return "a process that holds its lock"
+
+    def check_resumable(self) -> None:
+        """Refuse ``--resume`` before anything runs when there is nothing to resume."""
+        if not (self.parts_dir / STATE_FILE).is_file():
+            raise ConfigError([ConfigProblem("--resume", f"no unfinished run in {self.dir} (nothing to resume)")])
+
+    def begin(self, identity: Mapping[str, Any], *, resume: bool) -> set[int]:
+        """Prepare ``.parts``; returns the batch numbers already finished (resume only).
+
+        ``identity`` is what must not change for a run to be resumed (data set checksum, chunker, index,
+        configs, code version, ...); a resume names every entry that changed.
+        """
+        try:
             state_path = self.parts_dir / STATE_FILE
             if resume:
-                if not state_path.is_file():
-                    raise ConfigError(
-                        [ConfigProblem("--resume", f"no unfinished run in {self.dir} (nothing to resume)")]
-                    )
-                state = json.loads(state_path.read_text())
-                if state.get("fingerprint") != fingerprint:
+                self.check_resumable()
+                state = json.loads(state_path.read_text(encoding="utf-8"))
+                changed = [
+                    f"{key} ({_short(state.get(key))} -> {_short(value)})"
+                    for key, value in identity.items()
+                    if state.get(key) != json.loads(json.dumps(value))
+                ]
+                if changed:
                     raise ConfigError(
                         [
                             ConfigProblem(
                                 "--resume",
-                                f"{self.dir} holds an unfinished run of a different experiment "
-                                f"({state.get('fingerprint')} != {fingerprint}): use another --out or drop --resume",
+                                f"{self.dir} holds an unfinished run of something else: {'; '.join(changed)} "
+                                "changed since; drop --resume to start again, or use another --out",
                             )
                         ]
                     )
                 return self.finished_batches()
             if self.parts_dir.exists():
+                if not state_path.is_file():
+                    raise ConfigError(
+                        [ConfigProblem("--out", f"{self.parts_dir} was not written by rag-eval: move it away")]
+                    )
                 shutil.rmtree(self.parts_dir)
             self.parts_dir.mkdir(parents=True)
-            atomic_write_json(state_path, {"fingerprint": fingerprint})
+            atomic_write_json(state_path, dict(identity))
             return set()
         except OSError as exc:
             raise RunStoreError(f"cannot prepare the run directory: {exc.strerror}", path=str(self.dir)) from exc
@@ -159,7 +254,50 @@ class RunStore:
                 "a (query, config) pair appears twice in the parts: start the run again", path=str(self.parts_dir)
             )
 
-    # -- final artifacts ---------------------------------------------------------------------
+    # -- final artifacts: staged, then published as a set ---------------------------------------
+
+    def stage(self) -> Path:
+        """Start writing the final files into ``.staging``; returns that directory."""
+        try:
+            if self.staging_dir.exists():
+                shutil.rmtree(self.staging_dir)
+            self.staging_dir.mkdir(parents=True)
+        except OSError as exc:
+            raise RunStoreError(f"cannot stage the run's files: {exc.strerror}", path=str(self.staging_dir)) from exc
+        self._target = self.staging_dir
+        return self.staging_dir
+
+    def publish(self) -> list[str]:
+        """Move every staged file into the run directory, remove the files the previous run there
+        published and this one did not (only those: it never deletes by pattern), and write the
+        completion marker last. Returns the published files (relative paths)."""
+        staged = self.staging_dir
+        files = sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file())
+        marker = self.dir / MARKER
+        previous = published_files(self.dir)
+        try:
+            marker.unlink(missing_ok=True)  # until the marker is back, readers see an unfinished run
+            for rel in files:
+                target = self.dir / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staged / rel, target)
+            for rel in sorted(set(previous) - set(files)):
+                (self.dir / rel).unlink(missing_ok=True)
+            atomic_write_json(marker, {"files": files, "published": _now()})
+            shutil.rmtree(staged, ignore_errors=True)
+        except OSError as exc:
+            raise RunStoreError(f"cannot publish the run's files: {exc.strerror}", path=str(self.dir)) from exc
+        self._target = self.dir
+        return files
+
+    def discard_staging(self) -> None:
+        shutil.rmtree(self.staging_dir, ignore_errors=True)
+        self._target = self.dir
+
+    @property
+    def target(self) -> Path:
+        """Where final files are written now (``.staging`` while a publish is being prepared)."""
+        return self._target
 
     def write_per_query(self, table: pa.Table | Iterable[pa.Table], provenance: Mapping[str, Any]) -> Path:
         """``per_query.parquet`` from a table or from its parts in order (streamed: row groups of
@@ -168,7 +306,7 @@ class RunStore:
         meta[b"rag_eval.provenance"] = json.dumps(provenance, sort_keys=True).encode()
         schema = SCHEMA.with_metadata(meta)
         parts = [table] if isinstance(table, pa.Table) else table
-        path = self.dir / "per_query.parquet"
+        path = self._target / "per_query.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
@@ -196,7 +334,7 @@ class RunStore:
     ) -> list[Path]:
         """``runs/<config>.trec`` and ``runs/<config>.docs.trec`` of every config in ``names``, from
         (config, query id, chunk ranking, document ranking) in query order, written line by line."""
-        runs = self.dir / "runs"
+        runs = self._target / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         targets = {(n, kind): runs / f"{n}{'' if kind == 0 else '.docs'}.trec" for n in names for kind in (0, 1)}
         tmps: dict[tuple[str, int], Path] = {}
@@ -231,30 +369,42 @@ class RunStore:
             items = ranking[qid]
             for rank, item in enumerate(items, start=1):
                 lines.append(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {tag}")
-        path = self.dir / "runs" / f"{name}.trec"
+        path = self._target / "runs" / f"{name}.trec"
         atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
         return path
 
     def write_trec_qrels(self, name: str, qrels: Mapping[str, Mapping[str, int]]) -> Path:
         lines = [f"{qid} 0 {item} {grade}" for qid in qrels for item, grade in sorted(qrels[qid].items())]
-        path = self.dir / "qrels" / f"{name}.trec"
+        path = self._target / "qrels" / f"{name}.trec"
         atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
         return path
 
     def write_json(self, name: str, obj: Any) -> Path:
-        path = self.dir / name
+        path = self._target / name
         atomic_write_json(path, obj)
         return path
 
     def finish(self) -> None:
         shutil.rmtree(self.parts_dir, ignore_errors=True)
 
-    def remove_stale_runs(self, keep: Iterable[str]) -> None:
-        """Remove run files of configs that are no longer part of the experiment."""
-        runs = self.dir / "runs"
-        if not runs.is_dir():
-            return
-        keep_files = {f"{name}{suffix}.trec" for name in keep for suffix in ("", ".docs")}
-        for f in runs.glob("*.trec"):
-            if f.name not in keep_files:
-                f.unlink()
+
+def published_files(directory: str | Path) -> list[str]:
+    """The files the last finished run in ``directory`` published (empty when none finished there)."""
+    try:
+        return list(json.loads((Path(directory) / MARKER).read_text(encoding="utf-8")).get("files", []))
+    except (OSError, ValueError):
+        return []
+
+
+def is_finished(directory: str | Path) -> bool:
+    """True when the run directory's last publish completed (its marker is there)."""
+    return (Path(directory) / MARKER).is_file()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -114,6 +114,9 @@ def render_context(data: RunData, *, max_queries: int | None = None) -> dict[str
         "baseline": data.baseline,
         "compare": compare,
         "verdict": verdict(summary, compare),
+        "models": {
+            str(c.get("name")): str(c.get("models", "")) for c in manifest.get("configs") or () if c.get("models")
+        },
         "exit_code": compare.get("exit_code") if compare else None,
         "candidates": [c.candidate for c in verdict(summary, compare)],
         "table": metric_table(summary, compare),
@@ -141,18 +144,24 @@ def render_html(
     history: str | Path | pd.DataFrame | None = None,
     out: str | Path | None = None,
     max_queries: int | None = None,
+    shown_dir: str | Path | None = None,
 ) -> Path:
     """Render ``report.html`` for a run directory (or a ``rag-eval compare --out`` directory)
     and return its path. ``compare`` defaults to ``run_dir/compare.json`` when present;
     ``history`` (``reports/history.parquet`` or a DataFrame) adds the nightly trend;
     ``out`` defaults to ``run_dir/report.html``; ``max_queries`` caps the drill-down
-    (default: the experiment's ``[report] drilldown_queries``, else 300).
+    (default: the experiment's ``[report] drilldown_queries``, else 300); ``shown_dir`` is the
+    directory the report names as the run's (where a staged run will be published).
 
     >>> render_html("reports/latest")  # doctest: +SKIP
     PosixPath('reports/latest/report.html')
     """
     data = load_run(run_dir, compare=compare, history=history)
-    html = _env().get_template("report.html.j2").render(**render_context(data, max_queries=max_queries))
+    context = render_context(data, max_queries=max_queries)
+    if shown_dir is not None:
+        context["run_dir"] = str(shown_dir)
+        context["reproduce"] = reproduce_command(data.manifest, str(shown_dir))
+    html = _env().get_template("report.html.j2").render(**context)
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
     try:
         atomic_write_text(path, html)

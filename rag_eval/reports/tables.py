@@ -18,7 +18,15 @@ from typing import Any
 
 from rag_eval.reports.measures import GROUP_TITLES, GROUPS, Measure, flatten_config, measure, normalise_key, ordered
 
-HEADLINE = ("same_doc_multi_chunk_recall", "duplicate_rate", "cap_compliance", "latency:postprocess:p95")
+HEADLINE = (
+    "same_doc_multi_chunk_recall",
+    "duplicate_rate",
+    "content_duplicate_rate",
+    "content_duplicate_rate_copies",
+    "cap_compliance",
+    "cap_compliance_true",
+    "latency:postprocess:p95",
+)
 GATE_ORDER = ("fail", "error", "warn", "underpowered", "pass")
 
 

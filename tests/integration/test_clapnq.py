@@ -96,4 +96,4 @@ def test_clapnq_aa_simulation_fires_in_at_most_alpha(clapnq_run: tuple[Experimen
 
     _, result = clapnq_run
     simulations = 200 if spec.startswith("latency") else 400  # percentiles cost more to resample
-    assert aa_fire_rate(RunData.from_dir(result.out), spec, "legacy", "evidence", simulations=simulations) <= 0.05
+    assert aa_fire_rate(RunData.from_dir(result.out), spec, "legacy-merge", "evidence", simulations=simulations) <= 0.05

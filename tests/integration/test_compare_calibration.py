@@ -59,7 +59,8 @@ properties = "{shipped}/experiments/configs/legacy.properties"
 def experiment_file(tmp: Path, name: str, baseline: str, configs: str, gates: str = "") -> Path:
     path = tmp / f"{name}.toml"
     path.write_text(
-        f'[experiment]\nname = "{name}"\nbaseline = "{baseline}"\n\n[dataset]\npath = "{SHIPPED}"\n\n'
+        f'[experiment]\nname = "{name}"\nbaseline = "{baseline}"\nproduction_cap = 2\n\n'
+        f'[dataset]\npath = "{SHIPPED}"\n\n'
         f'[ingest]\nprofile = "production"\n\n{configs.format(shipped=SHIPPED)}\n{gates}'
     )
     return path

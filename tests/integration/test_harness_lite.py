@@ -251,6 +251,6 @@ def test_resume_refuses_a_different_experiment(tmp_path: Path) -> None:
     from rag_eval.core.errors import ConfigError
     from rag_eval.harness.store import RunStore
 
-    RunStore(tmp_path / "run").begin("aaaa", resume=False)
-    with pytest.raises(ConfigError, match="different experiment"):
-        RunStore(tmp_path / "run").begin("bbbb", resume=True)
+    RunStore(tmp_path / "run").begin({"experiment": "a", "configs": {"x": "1"}}, resume=False)
+    with pytest.raises(ConfigError, match=r'experiment \("a" -> "b"\); configs'):
+        RunStore(tmp_path / "run").begin({"experiment": "b", "configs": {"x": "2"}}, resume=True)

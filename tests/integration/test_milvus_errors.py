@@ -207,3 +207,15 @@ def test_a_configured_timeout_bounds_the_wait(silent_port: int) -> None:
         with pytest.raises(SearchUnavailableError, match=f"within {timeout:g} s"):
             MilvusStore(f"http://127.0.0.1:{silent_port}", "x", timeout=timeout)
         assert time.monotonic() - t0 < timeout + 0.5
+
+
+@pytest.mark.milvus_server
+def test_grpc_keepalive_is_quiet(server_uri: str, collection_name: str) -> None:
+    """The client's gRPC channel pings only during calls, rarely, and sends no bandwidth probes: the pings a
+    server answers with "too_many_pings" GOAWAYs (printed by gRPC on the terminal during long ingests)."""
+    with MilvusStore(server_uri, collection_name) as store:
+        handler = store._conn.client._get_connection()
+        options = dict(handler._grpc_options)
+    assert options["grpc.keepalive_permit_without_calls"] is False
+    assert options["grpc.keepalive_time_ms"] >= 60_000
+    assert options["grpc.http2.bdp_probe"] == 0

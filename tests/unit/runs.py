@@ -12,7 +12,7 @@ import pandas as pd
 
 from rag_eval.compare.rundir import RunData
 from rag_eval.harness.rows import SCHEMA, rows_to_table
-from rag_eval.harness.store import atomic_write_json
+from rag_eval.harness.store import MARKER, atomic_write_json
 from rag_eval.metrics.measures import summarize
 
 CUTOFFS = (1, 5)
@@ -86,6 +86,7 @@ def make_run(
     pq.write_table(table, directory / "per_query.parquet")
     atomic_write_json(directory / "summary.json", summary)
     atomic_write_json(directory / "manifest.json", manifest)
+    atomic_write_json(directory / MARKER, {"files": ["per_query.parquet", "summary.json", "manifest.json"]})
     return RunData.from_dir(directory)
 
 

@@ -128,3 +128,26 @@ def test_chunk_content_is_the_slice_of_the_text() -> None:
     assert all(TEXT[c.start : c.end] == c.content for c in chunks)
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
     assert chunker.split("d", TEXT) == chunks  # deterministic
+
+
+def _beir(tmp: Path, corpus: str, queries: str) -> Path:
+    (tmp / "qrels").mkdir(parents=True, exist_ok=True)
+    (tmp / "corpus.jsonl").write_text(corpus)
+    (tmp / "queries.jsonl").write_text(queries)
+    (tmp / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+    return tmp
+
+
+@pytest.mark.parametrize("ident", ["d 1", "d\t1", " d1", "d1 ", "d#chunk-3"])
+def test_ids_that_would_corrupt_trec_files_or_chunk_keys_are_refused(tmp_path: Path, ident: str) -> None:
+    ds = _beir(tmp_path, json.dumps({"_id": ident, "text": "x"}) + "\n", '{"_id": "q1", "text": "y"}\n')
+    with pytest.raises(DatasetError, match=r"corpus\.jsonl:1: field '_id'.*single tokens"):
+        load_beir(ds)
+
+
+@pytest.mark.parametrize(("corpus", "queries", "which"), [("", '{"_id": "q", "text": "y"}\n', "corpus.jsonl"),
+                                                          ('{"_id": "d", "text": "x"}\n', "\n\n", "queries.jsonl")])
+def test_an_empty_corpus_or_query_file_says_so(tmp_path: Path, corpus: str, queries: str, which: str) -> None:
+    with pytest.raises(DatasetError, match=rf"{which}: holds no (document|query)") as err:
+        load_beir(_beir(tmp_path, corpus, queries))
+    assert "unknown" not in str(err.value)

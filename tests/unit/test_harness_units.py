@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -195,7 +196,7 @@ def _replay(tmp: Path, configs: list[ConfigSpec], relevance: dict[str, dict[str,
         doc_relevance={q: {k.split("#")[0]: 1 for k in v} for q, v in relevance.items()},
     )
     store = RunStore(tmp / "run")
-    store.begin("fp", resume=False)
+    store.begin({"fingerprint": "fp"}, resume=False)
     Replayer(port, configs, truth, warmup=1).run([("q1", "what")], store, batch_size=8)
     return store.read_parts().to_pandas()
 
@@ -334,13 +335,22 @@ def _latency_and_counts() -> dict[str, object]:
     }
 
 
-def test_stale_run_files_are_removed_by_whole_name(tmp_path: Path) -> None:
-    store = RunStore(tmp_path)
-    (tmp_path / "runs").mkdir()
-    for name in ("evidence.v2.trec", "evidence.v2.docs.trec", "evidence.trec", "old.trec", "old.docs.trec"):
-        (tmp_path / "runs" / name).write_text("")
-    store.remove_stale_runs(["evidence.v2"])
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["evidence.v2.docs.trec", "evidence.v2.trec"]
+def test_a_publish_removes_only_files_the_previous_run_published(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "runs").mkdir(parents=True)
+    for name in ("mine.trec", "notes.trec", "old.trec", "old.docs.trec"):  # a user's files beside an old run's
+        (run / "runs" / name).write_text("kept?")
+    (run / "run.complete.json").write_text('{"files": ["runs/old.trec", "runs/old.docs.trec", "summary.json"]}')
+    store = RunStore(run)
+    with store.locked():
+        store.stage()
+        store.write_trec_run("evidence.v2", {"q": ["a"]}, "t")
+        store.write_json("summary.json", {})
+        assert not (run / "runs" / "evidence.v2.trec").exists()  # staged, not yet published
+        assert store.publish() == ["runs/evidence.v2.trec", "summary.json"]
+    assert sorted(p.name for p in (run / "runs").iterdir()) == ["evidence.v2.trec", "mine.trec", "notes.trec"]
+    assert json.loads((run / "run.complete.json").read_text())["files"] == ["runs/evidence.v2.trec", "summary.json"]
+    assert not (run / ".staging").exists()
 
 
 def test_config_names_must_be_safe_file_names(tmp_path: Path) -> None:

@@ -81,3 +81,20 @@ def test_embedding_again_leaves_unchanged_files_byte_identical(tmp_path: Path) -
     )
     assert embedded == 0 and written == []
     assert {p.name: p.read_bytes() for p in (ds / "vectors").iterdir()} == before
+
+
+@pytest.mark.milvus_lite
+def test_runs_without_out_never_overwrite_each_other_and_print_their_settings(tmp_path: Path) -> None:
+    evidence = SHIPPED / "experiments" / "configs" / "evidence.properties"
+    args = ("run", "--dataset", str(SHIPPED), "--config", f"e={evidence}", "--limit", "3")
+    first = cli(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "ingest profile production" in first.stderr and "reports/milvus/incident-kb.db" in first.stderr
+    import time
+
+    time.sleep(1.1)  # directories are named by the second
+    assert cli(*args, cwd=tmp_path).returncode == 0
+    runs = sorted(p.name for p in (tmp_path / "reports" / "runs").iterdir())
+    assert len(runs) == 2 and all(r.startswith("incident-kb-") for r in runs)
+    resume = cli(*args, "--resume", cwd=tmp_path)
+    assert resume.returncode == 2 and "--resume" in resume.stderr and "--out" in resume.stderr
