@@ -113,7 +113,7 @@ def _replay(benchmark: Any, results: Results, setup: Setup, tmp: Path) -> None:
 
     def fresh_store() -> tuple[tuple[Any, ...], dict[str, Any]]:
         store = RunStore(tmp / f"run-{next(rounds)}")
-        store.begin("bench", resume=False)
+        store.begin({"experiment": "bench"}, resume=False)
         return (store,), {}
 
     with setup.port() as port:

@@ -108,7 +108,7 @@ def test_untimed_queries_have_no_search_e2e_or_qps_but_keep_their_post_process_t
         ConfigSpec(name="c", config=RagConfig.from_mapping({"rag.retrieve-k": 2, "rag.return-n": 1})),
     ]
     store = RunStore(tmp_path / "run")
-    store.begin("fp", resume=False)
+    store.begin({"experiment": "t"}, resume=False)
     queries = [(f"q{i}", f"question {i}") for i in range(12)]
     replayer = Replayer(port, configs, truth, warmup=1, timing=TimingPlan(sample_size=4, seed=1))
     replayer.run(queries, store, batch_size=5)
@@ -135,7 +135,7 @@ def test_latency_off_times_nothing(tmp_path: Path) -> None:
     port, truth = _port_and_truth()
     configs = [ConfigSpec(name="a", config=RagConfig.from_mapping({"rag.retrieve-k": 3, "rag.return-n": 2}))]
     store = RunStore(tmp_path / "run")
-    store.begin("fp", resume=False)
+    store.begin({"experiment": "t"}, resume=False)
     replayer = Replayer(port, configs, truth, timing=TimingPlan(mode=LatencyMode.OFF))
     replayer.run([("q1", "x"), ("q2", "y")], store, batch_size=8)
     table = store.read_parts().to_pandas()
