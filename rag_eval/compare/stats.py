@@ -206,7 +206,7 @@ def _p_value(
     if n < 63 and 2**n <= settings.permutations:
         result = stats.permutation_test(
             (signs,), statistic, permutation_type="samples", vectorized=True, n_resamples=2**n,
-            alternative="two-sided",
+            alternative="two-sided", batch=_batch(n),
         )  # fmt: skip
     else:
 
@@ -215,10 +215,19 @@ def _p_value(
 
         result = stats.monte_carlo_test(
             signs, random_signs, statistic, vectorized=True, n_resamples=settings.permutations,
-            alternative="two-sided",
+            alternative="two-sided", batch=_batch(n),
         )  # fmt: skip
     p = float(result.pvalue)
     return min(1.0, p) if math.isfinite(p) else None
+
+
+RESAMPLED_VALUES = 8_000_000  # values resampled in one vectorised call (64 MB of float64)
+
+
+def _batch(n: int) -> int:
+    """Resamples per vectorised call, so that memory stays bounded whatever the number of units: a
+    comparison of 600 queries resamples all 10,000 at once (as without a batch), 100,000 queries 80 at a time."""
+    return max(1, RESAMPLED_VALUES // max(n, 1))
 
 
 def _bootstrap(
@@ -238,6 +247,7 @@ def _bootstrap(
                 confidence_level=settings.confidence,
                 method=method,
                 rng=rng,
+                batch=_batch(len(data)),
             )
         ci = result.confidence_interval
         if np.all(np.isfinite(np.atleast_1d(ci.low))) and np.all(np.isfinite(np.atleast_1d(ci.high))):

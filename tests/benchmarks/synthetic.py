@@ -13,7 +13,9 @@ take seconds to build.
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -199,3 +201,56 @@ def per_query_table(n: int, width: int = 20, *, seed: int = 7, config: str = "ev
         },
     }
     return pa.table(columns, schema=SCHEMA)
+
+
+def write_dataset(root: Path, n_queries: int, *, n_docs: int = 2000, seed: int = 11) -> Path:
+    """A BEIR data set with span labels and its precomputed vectors (no model needed): ``n_docs`` runbooks of
+    six sentences, ``n_queries`` queries each with evidence in one or two documents, random unit vectors.
+    For runs with many queries (the memory of a 100,000-query run)."""
+    from rag_eval.core.transform import KnowledgeQueryTransformer
+    from rag_eval.datasets.beir import load_beir
+    from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
+    from rag_eval.datasets.labels import chunk_dataset
+    from rag_eval.embed.embedders import DEFAULT_MODEL, EmbedderSpec
+    from rag_eval.embed.store import VectorFile
+
+    rng = np.random.default_rng(seed)
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    sentence = "Step {i} of runbook {d}: check the {w} counter and compare it with the {v} threshold."
+    words = ["lag", "lock", "disk", "cache", "pool", "queue", "index", "backup"]
+    docs = []
+    for d in range(n_docs):
+        text = " ".join(sentence.format(i=i, d=d, w=words[(d + i) % 8], v=words[(d * 3 + i) % 8]) for i in range(6))
+        docs.append({"_id": f"rb-{d}", "title": f"Runbook {d}", "text": text})
+    (root / "corpus.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+    queries, qrels, spans = [], ["query-id\tcorpus-id\tscore\n"], ["query-id\tcorpus-id\tstart\tend\tscore\n"]
+    for q in range(n_queries):
+        queries.append({"_id": f"q{q}", "text": f"question {q}: the {words[q % 8]} counter of runbook {q % n_docs}"})
+        for d in sorted({int(q % n_docs), int(rng.integers(0, n_docs))}):
+            text = docs[d]["text"]
+            first = int(rng.integers(0, 4))
+            start = text.index(f"Step {first} of")
+            end = text.index(f"Step {first + 2} of")  # two sentences: evidence across a chunk boundary at times
+            qrels.append(f"q{q}\trb-{d}\t1\n")
+            spans.append(f"q{q}\trb-{d}\t{start}\t{end}\t1\n")
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (root / "qrels" / "test.tsv").write_text("".join(qrels))
+    (root / "qrels" / "test.spans.tsv").write_text("".join(spans))
+    dataset = load_beir(root, "test")
+    corpus = chunk_dataset(dataset, parse_chunker(DEFAULT_CHUNKER_SPEC))
+    model = EmbedderSpec(model=DEFAULT_MODEL, normalize=True).model_id
+    transformer = KnowledgeQueryTransformer()
+    texts = {
+        "chunks": [c.content for c in corpus.chunks],
+        "queries": [transformer.transform(q.text).normalized_query for q in dataset.queries.values()],
+    }
+    slug = "".join(ch if ch.isalnum() else "-" for ch in DEFAULT_CHUNKER_SPEC).strip("-")
+    for kind, items in texts.items():
+        vectors = rng.standard_normal((len(items), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        meta = {"model_id": model, "kind": kind, "dataset_checksum": dataset.checksum}
+        if kind == "chunks":
+            meta["chunker"] = DEFAULT_CHUNKER_SPEC
+        name = f"chunks.{slug}.parquet" if kind == "chunks" else "queries.parquet"
+        VectorFile.write(root / "vectors" / name, items, vectors, meta)
+    return root
