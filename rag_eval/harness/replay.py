@@ -143,7 +143,7 @@ class Replayer:
                 if number in skip:
                     self.tick("skipped", len(idx))
                     continue
-                store.write_batch(number, self.rows(self.lookups([(i, *queries[i]) for i in idx])))
+                store.write_batch(number, self.run_batch([(i, *queries[i]) for i in idx]))
                 ran += 1
         return ran
 
