@@ -9,7 +9,8 @@ and both configs were measured on the same units, so every procedure here is pai
   is the metric's own difference (mean, share, or log ratio of percentiles) - not a proxy such as
   ranks. Two-sided; the p-value is never 0 (``(count + 1) / (resamples + 1)``);
 - the interval is a bootstrap over units (``scipy.stats.bootstrap``, BCa, percentile where BCa is
-  undefined because every resample agrees);
+  undefined because every resample agrees, and beyond :data:`BCA_MAX_UNITS` units, where BCa's
+  jackknife costs n**2 work and the percentile interval is within a few percent of it);
 - the minimum detectable difference at a given power is ``(z(1 - alpha/2) + z(power))`` times the
   bootstrap standard error of the difference.
 
@@ -222,6 +223,10 @@ def _p_value(
 
 
 RESAMPLED_VALUES = 8_000_000  # values resampled in one vectorised call (64 MB of float64)
+# BCa's jackknife evaluates the statistic on n leave-one-out samples of n - 1 units: n**2 work, hours
+# at 100,000 queries. From 5,000 units on, the percentile interval is within 3% of its width of BCa's
+# (measured on exponential, 10%-binary and U-shaped beta values of 5,000 units)
+BCA_MAX_UNITS = 5_000
 
 
 def _batch(n: int) -> int:
@@ -235,7 +240,7 @@ def _bootstrap(
 ) -> tuple[list[float], list[float], list[float]]:
     """(lows, highs, standard errors), one per output of ``statistic``."""
     result = None
-    for method in ("BCa", "percentile"):
+    for method in ("BCa", "percentile") if len(data) <= BCA_MAX_UNITS else ("percentile",):
         with warnings.catch_warnings():
             # BCa is undefined when (nearly) every resample agrees; the percentile interval is not
             warnings.simplefilter("ignore")
