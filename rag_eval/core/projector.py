@@ -16,7 +16,7 @@ from typing import Any
 
 from rag_eval.core.packing import RagResult
 from rag_eval.core.transform import QueryHints
-from rag_eval.core.types import EvidenceBlock, fast_constructor
+from rag_eval.core.types import EvidenceBlock, MemberSpan, fast_constructor
 
 
 class Budget(enum.StrEnum):
@@ -133,7 +133,8 @@ class RagResultProjector:
         losses: list[MemberLoss] = []
         total = 0
         for block in result.blocks:
-            full = len(block.content)
+            content = block.content
+            full = len(content)
             doc_id = block.key
             lost: set[str] = set()  # members of this block already reported lost
             if doc_id in seen:
@@ -154,16 +155,18 @@ class RagResultProjector:
             if kept == 0:
                 continue
             total += kept
+            members = block.members
+            delivered = tuple([m.key for m in members if m.end <= kept]) if len(members) > 1 else None
             excerpts.append(
                 _new_excerpt(
                     doc_id,
                     block.source,
                     block.title,
-                    block.content[:kept],
+                    content[:kept],
                     block.score,
                     len(excerpts) + 1,
-                    kept < full,
-                    tuple([m.key for m in block.members if m.end <= kept]),
+                    kept < full,  # truncated
+                    delivered if delivered is not None else _whole_or_none(members, kept),
                 )
             )
         return _new_payload(result.hints.original_query, tuple(excerpts), result.hints, tuple(cuts), tuple(losses))
@@ -171,6 +174,11 @@ class RagResultProjector:
 
 _new_excerpt = fast_constructor(ProjectedExcerpt)
 _new_payload = fast_constructor(ProjectedPayload)
+
+
+def _whole_or_none(members: tuple[MemberSpan, ...], kept: int) -> tuple[str, ...]:
+    """The one member of a block when it is delivered whole (kept characters reach its end), else none."""
+    return (members[0].key,) if members and members[0].end <= kept else ()
 
 
 def _drop(
