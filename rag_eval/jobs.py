@@ -424,12 +424,13 @@ def replay(
     if exp.query_limit is not None:
         queries = queries[: exp.query_limit]
     texts = [transformer.transform(t).normalized_query for _, t in queries]
-    missing = len(prep.resolver.missing(texts))
-    qvecs = prep.resolver.resolve(texts, progress=progress.factory("embedding queries", missing))
-    row_of = {t: i for i, t in enumerate(texts)}  # the vectors stay one float32 matrix: lists only per batch
+    missing = prep.resolver.missing(texts)
+    if missing:  # embedded (and cached) now; every vector is then looked up where it is stored
+        prep.resolver.resolve(missing, progress=progress.factory("embedding queries", len(missing)))
 
     def encoder(batch: Sequence[str]) -> list[list[float]]:
-        return [qvecs[row_of[t]].tolist() for t in batch]
+        # a batch's vectors become lists only now: all of them as lists would be 1.2 GB at 100,000 queries
+        return [_vector(prep.resolver, t).tolist() for t in batch]
 
     truth = Truth(
         rows={r.vector_id: r for r in prep.rows},
@@ -547,6 +548,12 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
     store.publish()
     store.finish()
     return store.dir / "report.md"
+
+
+def _vector(resolver: VectorResolver, text: str) -> np.ndarray:
+    vector = resolver.lookup(text)
+    assert vector is not None  # every text was resolved before the replay began
+    return vector
 
 
 def _rankings(parts: Iterator[pa.Table]) -> Iterator[tuple[str, str, list[str], list[str]]]:
