@@ -16,7 +16,7 @@ rag_eval.core.errors.ReportInputError: compare.json: field 'comparisons': missin
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,20 @@ import pyarrow.parquet as pq
 from rag_eval.core.errors import ReportInputError
 
 COMPARE_FILE = "compare.json"
+# what the report reads of every row: a 100,000-query run's rows do not fit in memory whole as pandas objects
+OVERVIEW_COLUMNS = (
+    "query_id",
+    "config",
+    "query_index",
+    "judged",
+    "relevant_chunks",
+    "delivered_relevant",
+    "transform_us",
+    "search_us",
+    "postprocess_us",
+    "projection_us",
+    "e2e_us",
+)
 TIME_COLUMNS = ("night", "date", "started", "timestamp", "time")
 
 
@@ -37,11 +51,13 @@ class RunData:
     dir: Path
     summary: dict[str, Any]
     manifest: dict[str, Any]
-    per_query: pd.DataFrame
+    per_query: pd.DataFrame  # the columns of OVERVIEW_COLUMNS, every row
     texts: pd.DataFrame | None  # one row per chunk; None for runs written before texts.parquet
     spans: pd.DataFrame | None
     compare: dict[str, Any] | None
     history: pd.DataFrame | None
+    # every column of the rows of the given queries (the drill-down's): read from per_query.parquet on demand
+    rows_of: Callable[[Sequence[str]], pd.DataFrame] | None = None
 
     @property
     def names(self) -> list[str]:
@@ -108,9 +124,15 @@ def check_compare(data: Mapping[str, Any], path: str) -> dict[str, Any]:
     return dict(data)
 
 
-def _read_parquet(path: Path) -> pd.DataFrame:
+def _read_parquet(
+    path: Path, columns: Sequence[str] | None = None, query_ids: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """``path`` as a DataFrame: only those of ``columns`` it has, only the rows of ``query_ids`` when given."""
     try:
-        frame: pd.DataFrame = pq.read_table(path).to_pandas()
+        present = set(pq.read_schema(path).names)
+        wanted = None if columns is None else [c for c in columns if c in present]
+        filters = None if query_ids is None else [("query_id", "in", list(query_ids))]
+        frame: pd.DataFrame = pq.read_table(path, columns=wanted, filters=filters).to_pandas()
         return frame
     except FileNotFoundError as exc:
         raise ReportInputError("not found: is this a run directory?", path=str(path)) from exc
@@ -163,7 +185,12 @@ def load_run(
         if key not in summary:
             raise ReportInputError("missing", path=str(data_dir / "summary.json"), field=key)
     manifest = _read_json(data_dir / "manifest.json")
-    per_query = _read_parquet(data_dir / "per_query.parquet")
+    per_query_path = data_dir / "per_query.parquet"
+    per_query = _read_parquet(per_query_path, OVERVIEW_COLUMNS)
+
+    def rows_of(query_ids: Sequence[str]) -> pd.DataFrame:
+        return _read_parquet(per_query_path, query_ids=query_ids)
+
     texts = spans = None
     if (data_dir / "texts.parquet").is_file():
         texts = _read_parquet(data_dir / "texts.parquet")
@@ -174,6 +201,7 @@ def load_run(
         summary=summary,
         manifest=manifest,
         per_query=per_query,
+        rows_of=rows_of,
         texts=texts,
         spans=spans,
         compare=cmp,
