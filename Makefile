@@ -16,7 +16,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-full browser test lint bench bench-baseline mutate eval nightly embeddings dataset clean
+.PHONY: install install-full browser test lint bench bench-baseline bench-memory mutate eval nightly embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -84,6 +84,11 @@ bench: $(STAMP)
 bench-baseline: $(STAMP)
 	@mkdir -p $(BENCH_DIR)
 	$(BIN)/python -m pytest tests/benchmarks $(BENCH_FLAGS) --benchmark-save=baseline
+
+# peak memory of a whole 100,000-query run (synthetic data set, Milvus Lite, D1-D5; about 15 minutes)
+BENCH_QUERIES ?= 100000
+bench-memory: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.memory --queries $(BENCH_QUERIES)
 
 embeddings: $(FULL_STAMP)
 	$(BIN)/rag-eval embed datasets/incident-kb

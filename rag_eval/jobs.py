@@ -481,6 +481,7 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
     configs = config_rows(exp)
     parts = replayed.store.iter_parts
     summary_configs, _ = summarize(parts(SUMMARY_COLUMNS), configs=configs, cutoffs=exp.cutoffs)
+    pa.default_memory_pool().release_unused()  # the parts' decoded buffers: the process keeps them otherwise
     manifest = provenance.manifest(
         exp=exp,
         dataset=prep.dataset,
@@ -534,6 +535,7 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
         store.write_trec_qrels(f"{exp.split}.chunks", prep.labels.relevance)
         store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
         write_texts(staging, store.iter_parts(TEXT_COLUMNS), prep.corpus, prep.dataset)
+        pa.default_memory_pool().release_unused()
         store.write_json("summary.json", run.summary)
         atomic_write_text(staging / "report.md", render_markdown(dict(run.summary), dict(run.manifest)))
         write_comparison(staging, comparison)

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ReportInputError
@@ -131,9 +133,18 @@ def _read_parquet(
     try:
         present = set(pq.read_schema(path).names)
         wanted = None if columns is None else [c for c in columns if c in present]
-        filters = None if query_ids is None else [("query_id", "in", list(query_ids))]
-        frame: pd.DataFrame = pq.read_table(path, columns=wanted, filters=filters).to_pandas()
-        return frame
+        if query_ids is None:
+            frame: pd.DataFrame = pq.read_table(path, columns=wanted).to_pandas()
+            return frame
+        keep = pa.array(list(query_ids), type=pa.string())
+        parts = [  # a batch at a time: only the rows asked for are ever kept
+            batch.filter(pc.is_in(batch.column("query_id"), value_set=keep))
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=4096, columns=wanted)
+        ]
+        table = pa.Table.from_batches(parts) if parts else pq.read_schema(path).empty_table()
+        pa.default_memory_pool().release_unused()
+        rows: pd.DataFrame = table.to_pandas()
+        return rows
     except FileNotFoundError as exc:
         raise ReportInputError("not found: is this a run directory?", path=str(path)) from exc
     except OSError as exc:  # pyarrow raises OSError (ArrowInvalid) for files that are not Parquet
