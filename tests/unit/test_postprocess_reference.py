@@ -25,7 +25,7 @@ from rag_eval.harness.whatif import ContentDedupPostProcessor
 
 from . import reference_postprocess as ref
 
-EXAMPLES = settings(max_examples=1000, deadline=None)
+EXAMPLES = settings(max_examples=500, deadline=None)
 
 _hit = st.builds(
     lambda doc, chunk, vid, score, content, source: KnowledgeSearchHit(
