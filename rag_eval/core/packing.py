@@ -47,8 +47,25 @@ class EvidencePacker:
     def pack(self, selected: Iterable[SelectedEvidence]) -> tuple[EvidenceBlock, ...]:
         out = []
         for pos, sel in enumerate(selected, start=1):
-            content = sel.primary.hit.content
-            out.append(_block(sel, pos, content, (_new_span(sel.primary.key, 0, len(content)),)))
+            primary = sel.primary
+            hit = primary.hit
+            content = hit.content
+            span = _new_span(primary.key, 0, len(content))
+            out.append(
+                _new_block(
+                    sel.key,
+                    pos,
+                    content,
+                    hit.score,
+                    hit.doc_id,
+                    hit.source,
+                    hit.title,
+                    hit.category,
+                    sel.hit_reasons,
+                    (span,),
+                    hit.metadata,
+                )
+            )
         return tuple(out)
 
 

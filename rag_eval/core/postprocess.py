@@ -154,22 +154,26 @@ def _cap_and_return_n(
     per_doc: dict[str, int] = {}
     stages: list[Stage] = []
     returned: list[int] = []
+    full = return_n <= 0
     for i in heads:
-        full = len(returned) >= return_n
         if full and not to_the_end:
             break
         bucket = hits[i].doc_id or f"\x00{keys[i]}"  # missing docId: own bucket
         n = per_doc.get(bucket, 0)
         if n >= cap:
-            stages.append(Stage.CAP)
+            stages.append(_CAP)
             continue
         per_doc[bucket] = n + 1
         if full:
-            stages.append(Stage.TRUNCATION)
+            stages.append(_TRUNCATION)
         else:
             returned.append(i)
-            stages.append(Stage.RETURNED)
+            stages.append(_RETURNED)
+            full = len(returned) >= return_n
     return stages, returned
+
+
+_RETURNED, _CAP, _TRUNCATION = Stage.RETURNED, Stage.CAP, Stage.TRUNCATION  # enum lookups cost a call each
 
 
 def merged_reasons(members: Sequence[RetrievedEvidenceCandidate]) -> Sequence[HitReason]:
