@@ -16,7 +16,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-full browser test lint bench mutate eval nightly embeddings dataset clean
+.PHONY: install install-full browser test lint bench bench-baseline bench-memory mutate eval nightly embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -69,8 +69,26 @@ lint: $(STAMP)
 mutate: $(MUTATE_STAMP)
 	$(BIN)/python -m tests.mutation.run
 
+# benchmarks: timed, a table of ratios against the targets, the pytest-benchmark JSON in reports/bench/;
+# compared with this machine's stored baseline when there is one (`make bench-baseline` stores it)
+BENCH_DIR := reports/bench
+BENCH_TOLERANCE ?= 30%
+BENCH_FLAGS := --benchmark-enable --benchmark-only --benchmark-sort=name \
+	--benchmark-storage=file://$(BENCH_DIR)/baseline --benchmark-json=$(BENCH_DIR)/latest.json
+
 bench: $(STAMP)
-	$(BIN)/python -m pytest tests/benchmarks --benchmark-enable --benchmark-only
+	@mkdir -p $(BENCH_DIR)
+	$(BIN)/python -m pytest tests/benchmarks $(BENCH_FLAGS) \
+		$(if $(wildcard $(BENCH_DIR)/baseline/*/*.json),--benchmark-compare --benchmark-compare-fail=median:$(BENCH_TOLERANCE))
+
+bench-baseline: $(STAMP)
+	@mkdir -p $(BENCH_DIR)
+	$(BIN)/python -m pytest tests/benchmarks $(BENCH_FLAGS) --benchmark-save=baseline
+
+# peak memory of a whole 100,000-query run (synthetic data set, Milvus Lite, D1-D5; about 15 minutes)
+BENCH_QUERIES ?= 100000
+bench-memory: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.memory --queries $(BENCH_QUERIES)
 
 embeddings: $(FULL_STAMP)
 	$(BIN)/rag-eval embed datasets/incident-kb

@@ -113,6 +113,7 @@ def _experiment(args: argparse.Namespace) -> Any:
         configs=configs,
         baseline=getattr(args, "baseline", None),
         query_limit=getattr(args, "limit", None),
+        latency=getattr(args, "latency", None),
         require_configs=args.func is not _cmd_ingest,
     )
 
@@ -431,6 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--baseline", help="name of the baseline config (default: the experiment's, else the first)")
     p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
+    p.add_argument(
+        "--latency",
+        metavar="all|sample[:N]|off",
+        help="which queries get their search timed, serially (default: the experiment's [timing], "
+        "else a sample of 1,000 with seed 0; every query when there are fewer)",
+    )
     _add_gate_args(p)
     p.add_argument("--against", help="compare with this earlier run directory instead of within the run")
     p.set_defaults(func=_cmd_run)

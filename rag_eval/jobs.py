@@ -29,7 +29,7 @@ from rag_eval.compare.history import (
     accepted_info,
     append_history,
 )
-from rag_eval.compare.rundir import RunData
+from rag_eval.compare.rundir import IDENTITY, RunData
 from rag_eval.core.config import PipelineKind
 from rag_eval.core.errors import RunDirectoryError, RunStoreError, UnsupportedFeatureError
 from rag_eval.core.transform import KnowledgeQueryTransformer
@@ -46,8 +46,8 @@ from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, 
 from rag_eval.harness.load import LoadResult, load_step, refuse_lite
 from rag_eval.harness.load_file import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
 from rag_eval.harness.load_settings import LoadSettings
-from rag_eval.harness.replay import Replayer, batches
-from rag_eval.harness.rows import Truth
+from rag_eval.harness.replay import Replayer, batches, timing_groups
+from rag_eval.harness.rows import SCHEMA, Truth
 from rag_eval.harness.store import (
     RunStore,
     atomic_write_json,
@@ -55,9 +55,10 @@ from rag_eval.harness.store import (
     is_finished,
     json_safe,
 )
-from rag_eval.harness.texts import write_texts
+from rag_eval.harness.texts import TEXT_COLUMNS, write_texts
+from rag_eval.harness.timing import label_search_timing, latency_note
 from rag_eval.harness.whatif import WHAT_IF_NOTES
-from rag_eval.metrics.measures import chunk_ranking, doc_ranking, summarize
+from rag_eval.metrics.measures import SUMMARY_COLUMNS, chunk_ranking, doc_ranking, summarize
 from rag_eval.reports.html import render_html
 from rag_eval.reports.junit import render_junit
 from rag_eval.reports.load import render_load_markdown
@@ -254,15 +255,16 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Replayed:
-    """What the replay step leaves: the run store with its parts, the per-query table, the Milvus facts."""
+    """What the replay step leaves: the run store with its parts (the per-query rows, read one batch at a
+    time by the later steps, never all at once), the Milvus facts."""
 
     store: RunStore
-    table: pa.Table
     queries: int
     ingest: IngestResult
     backend: BackendInfo
     resumed_batches: int
     load: LoadResult | None = None  # the experiment's [load] measurement, when it has one
+    timing_seconds: float = 0.0  # the search timing pass, this session: the latency measurement's own cost
 
 
 def config_rows(exp: Experiment) -> list[dict[str, Any]]:
@@ -440,12 +442,13 @@ def replay(
     if exp.query_limit is not None:
         queries = queries[: exp.query_limit]
     texts = [transformer.transform(t).normalized_query for _, t in queries]
-    missing = len(prep.resolver.missing(texts))
-    qvecs = prep.resolver.resolve(texts, progress=progress.factory("embedding queries", missing))
-    vector_of = {t: v.tolist() for t, v in zip(texts, qvecs, strict=True)}
+    missing = prep.resolver.missing(texts)
+    if missing:  # embedded (and cached) now; every vector is then looked up where it is stored
+        prep.resolver.resolve(missing, progress=progress.factory("embedding queries", len(missing)))
 
     def encoder(batch: Sequence[str]) -> list[list[float]]:
-        return [vector_of[t] for t in batch]
+        # a batch's vectors become lists only now: all of them as lists would be 1.2 GB at 100,000 queries
+        return [_vector(prep.resolver, t).tolist() for t in batch]
 
     truth = Truth(
         rows={r.vector_id: r for r in prep.rows},
@@ -460,30 +463,43 @@ def replay(
         _preflight(exp, port)  # refuse unsupported modes before anything is written
         done = store.begin(run_identity(exp, prep), resume=resume)
         all_batches = batches(len(queries), exp.batch_size)
-        replayer = Replayer(port, exp.configs, truth, transformer=transformer, warmup=exp.warmup, tick=progress.tick)
+        replayer = Replayer(
+            port,
+            exp.configs,
+            truth,
+            transformer=transformer,
+            warmup=exp.warmup,
+            timing=exp.timing,
+            prime=backend.kind == "server",
+            tick=progress.tick,
+        )
         n_timed = sum(len({s.config.retrieve_k for s in specs}) for specs in replayer.signatures.values())
-        todo = len(queries) - sum(len(b) for i, b in enumerate(all_batches) if i in done)
-        progress.phase("retrieve", todo * len(replayer.signatures))
-        progress.phase("timing", todo * n_timed)
-        progress.phase("post-process", todo * len(exp.configs))
+        todo_batches = [b for i, b in enumerate(all_batches) if i not in done]
+        timed = exp.timing.timed(len(queries))
+        progress.phase("retrieve", sum(len(b) for b in todo_batches) * len(replayer.signatures))
+        progress.phase("timing", sum(1 for b in todo_batches for i in b if i in timed) * n_timed)
+        progress.phase("post-process", sum(len(b) for b in todo_batches) * len(exp.configs))
         if done:
             progress.log(f"resuming: {len(done)} of {len(all_batches)} query batches already finished")
         replayer.run(queries, store, batch_size=exp.batch_size, skip=done)
+    store.check_parts()
     return Replayed(
         store=store,
-        table=store.read_parts(),
         queries=len(queries),
         ingest=ingested,
         backend=backend,
         resumed_batches=len(done),
+        timing_seconds=replayer.timing_seconds,
     )
 
 
 def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> RunData:
-    """Metrics per config and the manifest: the run as a comparison reads it, still in memory."""
-    frame = replayed.table.to_pandas()
+    """Metrics per config and the manifest, from the parts one batch at a time: the run as a comparison
+    reads it (which reads the parts again, for the per-query values it pairs on)."""
     configs = config_rows(exp)
-    summary_configs, _ = summarize(frame, configs=configs, cutoffs=exp.cutoffs)
+    parts = replayed.store.iter_parts
+    summary_configs, _ = summarize(parts(SUMMARY_COLUMNS), configs=configs, cutoffs=exp.cutoffs)
+    pa.default_memory_pool().release_unused()  # the parts' decoded buffers: the process keeps them otherwise
     manifest = provenance.manifest(
         exp=exp,
         dataset=prep.dataset,
@@ -507,14 +523,25 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
                 else "no span qrels: every chunk of a relevant document counts as relevant (document-level fallback)"
             ),
             "queries": replayed.queries,
-            "judged_queries": int(frame[frame["config"] == exp.baseline]["judged"].sum()),
+            "judged_queries": summary_configs[exp.baseline]["judged_queries"],
             "cutoffs": list(exp.cutoffs),
             "backend": replayed.backend.kind,
-            "configs": summary_configs,
+            "latency": latency_note(
+                exp.timing,
+                backend=f"Milvus {'Lite' if replayed.backend.kind == 'lite' else 'server'} "
+                f"{replayed.backend.server_version}",
+                warmup=exp.warmup,
+                queries=replayed.queries,
+                timing_seconds=replayed.timing_seconds,
+            ),
+            "configs": label_search_timing(summary_configs, timing_groups(exp.configs)),
         }
     )
     load = replayed.load.document if replayed.load is not None else None
-    return RunData(dir=replayed.store.dir, table=frame, summary=summary, manifest=json_safe(manifest), load_doc=load)
+    table = pa.concat_tables([SCHEMA.empty_table().select(list(IDENTITY)), *parts(IDENTITY)]).to_pandas()
+    return RunData(
+        dir=replayed.store.dir, table=table, summary=summary, manifest=json_safe(manifest), rows=parts, load_doc=load
+    )
 
 
 def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, comparison: Comparison) -> Path:
@@ -523,15 +550,13 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
     store = replayed.store
     staging = store.stage()
     try:
-        store.write_per_query(replayed.table, run.summary["provenance"])
-        for spec in exp.configs:
-            records = run.table[run.table["config"] == spec.name].to_dict("records")
-            rows = [{str(k): v for k, v in r.items()} for r in records]
-            store.write_trec_run(spec.name, {r["query_id"]: chunk_ranking(r) for r in rows}, spec.name)
-            store.write_trec_run(f"{spec.name}.docs", {r["query_id"]: doc_ranking(r) for r in rows}, spec.name)
+        store.write_per_query(store.iter_parts(), run.summary["provenance"])
+        names = [c.name for c in exp.configs]
+        store.write_trec_runs(_rankings(store.iter_parts(("query_id", "config", "member_chunks"))), names)
         store.write_trec_qrels(f"{exp.split}.chunks", prep.labels.relevance)
         store.write_trec_qrels(f"{exp.split}.docs", prep.dataset.relevant_docs())
-        write_texts(staging, replayed.table, prep.corpus, prep.dataset)
+        write_texts(staging, store.iter_parts(TEXT_COLUMNS), prep.corpus, prep.dataset)
+        pa.default_memory_pool().release_unused()
         store.write_json("summary.json", run.summary)
         if replayed.load is not None:
             write_load_files(staging, replayed.load)
@@ -548,6 +573,19 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
     store.publish()
     store.finish()
     return store.dir / "report.md"
+
+
+def _vector(resolver: VectorResolver, text: str) -> np.ndarray:
+    vector = resolver.lookup(text)
+    assert vector is not None  # every text was resolved before the replay began
+    return vector
+
+
+def _rankings(parts: Iterator[pa.Table]) -> Iterator[tuple[str, str, list[str], list[str]]]:
+    """(config, query id, delivered chunks, delivered documents) of every row, part by part."""
+    for part in parts:
+        for row in part.to_pylist():
+            yield row["config"], row["query_id"], chunk_ranking(row), doc_ranking(row)
 
 
 # -- load: latency under concurrent load -----------------------------------------------------------
@@ -769,13 +807,14 @@ def summary_table(summary: dict[str, Any]) -> list[tuple[str, list[str]]]:
             ],
         )
     )
+    def ms(us: Any) -> str:
+        return "-" if us is None else f"{us / 1e3:.2f}"
+
     rows.append(
         (
             "search p50/p95 ms",
             [
-                "{:.2f}/{:.2f}".format(
-                    configs[n]["latency_us"]["search"]["p50"] / 1e3, configs[n]["latency_us"]["search"]["p95"] / 1e3
-                )
+                f"{ms(configs[n]['latency_us']['search']['p50'])}/{ms(configs[n]['latency_us']['search']['p95'])}"
                 for n in names
             ],
         )

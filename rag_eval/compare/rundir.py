@@ -12,7 +12,7 @@ rag_eval.core.errors.RunDirectoryError: /nonexistent: not a run directory (no pe
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -24,9 +24,13 @@ import pyarrow.parquet as pq
 
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.harness.store import MARKER, is_finished
-from rag_eval.metrics.measures import pair_frame, query_values
+from rag_eval.metrics import perquery
+from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
 
 REQUIRED = ("per_query.parquet", "summary.json", "manifest.json")
+IDENTITY = ("query_id", "config", "query_index")  # the columns a run keeps in memory
+VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
+PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
 
 
 @dataclass(frozen=False, kw_only=True)
@@ -34,10 +38,13 @@ class RunData:
     """One run, from its directory or from memory (a run that is being written)."""
 
     dir: Path | None
-    table: pd.DataFrame
+    table: pd.DataFrame  # every per-query column, or only query_id, config and query_index with ``rows``
     summary: Mapping[str, Any]
     manifest: Mapping[str, Any]
     load_doc: Mapping[str, Any] | None = None  # a load measurement still in memory; else DIR/load.json is read
+    # the per-query rows read again, one batch at a time (only the given columns): a run's parts or its
+    # per_query.parquet; None: ``table`` holds them all
+    rows: Callable[[Sequence[str]], Iterator[pa.Table]] | None = None
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> RunData:
@@ -54,13 +61,23 @@ class RunData:
                 "run it again",
                 path=str(path),
             )
+        per_query = path / "per_query.parquet"
         try:
-            table = pq.read_table(path / "per_query.parquet").to_pandas()
+            present = set(pq.read_schema(per_query).names)
+            table = pq.read_table(per_query, columns=[c for c in IDENTITY if c in present]).to_pandas()
             summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
             manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
-        run = cls(dir=path, table=table, summary=summary, manifest=manifest)
+
+        def rows(columns: Sequence[str]) -> Iterator[pa.Table]:
+            try:
+                for batch in pq.ParquetFile(per_query).iter_batches(columns=list(columns), batch_size=8192):
+                    yield pa.Table.from_batches([batch])
+            except (OSError, pa.ArrowException) as exc:
+                raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
+
+        run = cls(dir=path, table=table, summary=summary, manifest=manifest, rows=rows)
         run.check()
         return run
 
@@ -135,12 +152,14 @@ class RunData:
     @cached_property
     def values(self) -> pd.DataFrame:
         """Per-query values of every config (see :func:`rag_eval.metrics.measures.query_values`)."""
-        return query_values(self.table, configs=self.configs, cutoffs=self.cutoffs)
+        source = self.table if self.rows is None else self.rows(VALUE_COLUMNS)
+        return query_values(source, configs=self.configs, cutoffs=self.cutoffs)
 
     @cached_property
     def pairs(self) -> pd.DataFrame:
         """(query, document) pairs with >= 2 relevant chunks, per config."""
-        return pair_frame(self.table, {str(c["name"]): c.get("cap_aware") for c in self.configs})
+        source = self.table if self.rows is None else self.rows(PAIR_SOURCE)
+        return pair_frame(source, {str(c["name"]): c.get("cap_aware") for c in self.configs})
 
 
 def differences(run: RunData, against: RunData) -> tuple[list[str], list[str]]:

@@ -9,7 +9,8 @@ and both configs were measured on the same units, so every procedure here is pai
   is the metric's own difference (mean, share, or log ratio of percentiles) - not a proxy such as
   ranks. Two-sided; the p-value is never 0 (``(count + 1) / (resamples + 1)``);
 - the interval is a bootstrap over units (``scipy.stats.bootstrap``, BCa, percentile where BCa is
-  undefined because every resample agrees);
+  undefined because every resample agrees, and beyond :data:`BCA_MAX_UNITS` units, where BCa's
+  jackknife costs n**2 work and the percentile interval is within a few percent of it);
 - the minimum detectable difference at a given power is ``(z(1 - alpha/2) + z(power))`` times the
   bootstrap standard error of the difference.
 
@@ -206,7 +207,7 @@ def _p_value(
     if n < 63 and 2**n <= settings.permutations:
         result = stats.permutation_test(
             (signs,), statistic, permutation_type="samples", vectorized=True, n_resamples=2**n,
-            alternative="two-sided",
+            alternative="two-sided", batch=_batch(n),
         )  # fmt: skip
     else:
 
@@ -215,10 +216,23 @@ def _p_value(
 
         result = stats.monte_carlo_test(
             signs, random_signs, statistic, vectorized=True, n_resamples=settings.permutations,
-            alternative="two-sided",
+            alternative="two-sided", batch=_batch(n),
         )  # fmt: skip
     p = float(result.pvalue)
     return min(1.0, p) if math.isfinite(p) else None
+
+
+RESAMPLED_VALUES = 2_000_000  # values resampled in one vectorised call (16 MB of float64) beyond 1,000 units
+# BCa's jackknife evaluates the statistic on n leave-one-out samples of n - 1 units: n**2 work, hours
+# at 100,000 queries. From 5,000 units on, the percentile interval is within 3% of its width of BCa's
+# (measured on exponential, 10%-binary and U-shaped beta values of 5,000 units)
+BCA_MAX_UNITS = 5_000
+
+
+def _batch(n: int) -> int | None:
+    """Resamples per vectorised call, so that memory stays bounded whatever the number of units: up to
+    1,000 units all at once (None: as before, the same draws), 100,000 queries 20 at a time."""
+    return None if n <= 1000 else max(1, RESAMPLED_VALUES // n)
 
 
 def _bootstrap(
@@ -226,7 +240,7 @@ def _bootstrap(
 ) -> tuple[list[float], list[float], list[float]]:
     """(lows, highs, standard errors), one per output of ``statistic``."""
     result = None
-    for method in ("BCa", "percentile"):
+    for method in ("BCa", "percentile") if len(data) <= BCA_MAX_UNITS else ("percentile",):
         with warnings.catch_warnings():
             # BCa is undefined when (nearly) every resample agrees; the percentile interval is not
             warnings.simplefilter("ignore")
@@ -238,6 +252,7 @@ def _bootstrap(
                 confidence_level=settings.confidence,
                 method=method,
                 rng=rng,
+                batch=_batch(len(data)),
             )
         ci = result.confidence_interval
         if np.all(np.isfinite(np.atleast_1d(ci.low))) and np.all(np.isfinite(np.atleast_1d(ci.high))):

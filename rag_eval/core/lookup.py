@@ -40,11 +40,12 @@ from rag_eval.core.postprocess import (
 from rag_eval.core.projector import ProjectedPayload, RagResultProjector
 from rag_eval.core.transform import KnowledgeQueryTransformer, QueryHints
 from rag_eval.core.types import (
+    Candidates,
     KnowledgeSearchHit,
     KnowledgeSearchRequest,
     RetrievedEvidenceCandidate,
     SearchMode,
-    to_candidates,
+    fast_constructor,
 )
 
 PostProcessor = Callable[[Iterable[RetrievedEvidenceCandidate]], PostProcessOutcome]
@@ -70,7 +71,7 @@ class LookupRecord:
 
     hints: QueryHints
     hits: tuple[KnowledgeSearchHit, ...]
-    candidates: tuple[RetrievedEvidenceCandidate, ...]
+    candidates: Candidates  # a sequence of RetrievedEvidenceCandidate, made when read
     outcome: PostProcessOutcome
     result: RagResult
     payload: ProjectedPayload
@@ -87,9 +88,27 @@ class Pipeline:
 
     config: RagConfig
     postprocess: PostProcessor | None = None
+    # the components, chosen once (building them per lookup cost more than a small post-process)
+    _components: tuple[PostProcessor, EvidencePacker | LegacyPacker, RagResultProjector] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_components", (self._postprocessor(), self._packer(), self._projector()))
 
     @property
     def postprocessor(self) -> PostProcessor:
+        return self._components[0]
+
+    @property
+    def packer(self) -> EvidencePacker | LegacyPacker:
+        return self._components[1]
+
+    @property
+    def projector(self) -> RagResultProjector:
+        return self._components[2]
+
+    def _postprocessor(self) -> PostProcessor:
         if self.postprocess is not None:
             return self.postprocess
         kind = self.config.pipeline
@@ -101,12 +120,10 @@ class Pipeline:
             return_n=self.config.return_n, max_chunks_per_document=self.config.max_chunks_per_document
         )
 
-    @property
-    def packer(self) -> EvidencePacker | LegacyPacker:
+    def _packer(self) -> EvidencePacker | LegacyPacker:
         return LegacyPacker() if self.config.pipeline is PipelineKind.LEGACY_MERGE else EvidencePacker()
 
-    @property
-    def projector(self) -> RagResultProjector:
+    def _projector(self) -> RagResultProjector:
         c = self.config
         return RagResultProjector(
             max_excerpt_chars=c.max_excerpt_chars, max_total_chars=c.max_total_chars, max_blocks=c.max_blocks
@@ -128,25 +145,20 @@ class Pipeline:
         so hits retrieved once at a larger width can be shared between configs."""
         clock = time.perf_counter_ns
         t0 = clock()
-        own = tuple(hits[: self.config.retrieve_k])
-        candidates = to_candidates(own)
-        outcome = self.postprocessor(candidates)
-        blocks = self.packer.pack(outcome.selected)
-        result = RagResultAssembler().assemble(hints, blocks, outcome)
+        postprocessor, packer, projector = self._components
+        candidates = Candidates.from_hits(hits[: self.config.retrieve_k])
+        outcome = postprocessor(candidates)
+        result = _ASSEMBLER.assemble(hints, packer.pack(outcome.selected), outcome)
         t1 = clock()
-        payload = self.projector.project(result)
+        payload = projector.project(result)
         t2 = clock()
-        return LookupRecord(
-            hints=hints,
-            hits=own,
-            candidates=candidates,
-            outcome=outcome,
-            result=result,
-            payload=payload,
-            timings=StageTimings(
-                transform_ns=transform_ns, search_ns=search_ns, postprocess_ns=t1 - t0, projection_ns=t2 - t1
-            ),
-        )
+        timings = _new_timings(transform_ns, search_ns, t1 - t0, t2 - t1)
+        return _new_record(hints, candidates.hits, candidates, outcome, result, payload, timings)
+
+
+_ASSEMBLER = RagResultAssembler()
+_new_timings = fast_constructor(StageTimings)
+_new_record = fast_constructor(LookupRecord)
 
 
 class LookupKnowledge:

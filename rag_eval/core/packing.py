@@ -13,25 +13,29 @@ from dataclasses import dataclass
 
 from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence
 from rag_eval.core.transform import QueryHints
-from rag_eval.core.types import EvidenceBlock, MemberSpan
+from rag_eval.core.types import EvidenceBlock, MemberSpan, fast_constructor
 
 LEGACY_JOINER = "\n\n"
 
 
+_new_block = fast_constructor(EvidenceBlock)
+_new_span = fast_constructor(MemberSpan)
+
+
 def _block(sel: SelectedEvidence, position: int, content: str, members: tuple[MemberSpan, ...]) -> EvidenceBlock:
     hit = sel.primary.hit
-    return EvidenceBlock(
-        key=sel.key,
-        position=position,
-        content=content,
-        score=hit.score,
-        doc_id=hit.doc_id,
-        source=hit.source,
-        title=hit.title,
-        category=hit.category,
-        hit_reasons=sel.hit_reasons,
-        members=members,
-        metadata=hit.metadata,
+    return _new_block(
+        sel.key,
+        position,
+        content,
+        hit.score,
+        hit.doc_id,
+        hit.source,
+        hit.title,
+        hit.category,
+        sel.hit_reasons,
+        members,
+        hit.metadata,
     )
 
 
@@ -43,8 +47,25 @@ class EvidencePacker:
     def pack(self, selected: Iterable[SelectedEvidence]) -> tuple[EvidenceBlock, ...]:
         out = []
         for pos, sel in enumerate(selected, start=1):
-            content = sel.primary.hit.content
-            out.append(_block(sel, pos, content, (MemberSpan(key=sel.primary.key, start=0, end=len(content)),)))
+            primary = sel.primary
+            hit = primary.hit
+            content = hit.content
+            span = _new_span(primary.key, 0, len(content))
+            out.append(
+                _new_block(
+                    sel.key,
+                    pos,
+                    content,
+                    hit.score,
+                    hit.doc_id,
+                    hit.source,
+                    hit.title,
+                    hit.category,
+                    sel.hit_reasons,
+                    (span,),
+                    hit.metadata,
+                )
+            )
         return tuple(out)
 
 
@@ -64,7 +85,7 @@ class LegacyPacker:
                 if parts:
                     offset += len(self.joiner)
                 text = m.hit.content
-                spans.append(MemberSpan(key=m.key, start=offset, end=offset + len(text)))
+                spans.append(_new_span(m.key, offset, offset + len(text)))
                 parts.append(text)
                 offset += len(text)
             out.append(_block(sel, pos, self.joiner.join(parts), tuple(spans)))
@@ -85,4 +106,7 @@ class RagResultAssembler:
     """Puts hints and blocks side by side; hints never enter ``blocks``."""
 
     def assemble(self, hints: QueryHints, blocks: tuple[EvidenceBlock, ...], outcome: PostProcessOutcome) -> RagResult:
-        return RagResult(hints=hints, blocks=blocks, outcome=outcome)
+        return _new_result(hints, blocks, outcome)
+
+
+_new_result = fast_constructor(RagResult)

@@ -18,17 +18,30 @@ The legacy processors (what D1-D5 replace) are here too, so all run on the same 
 ``legacy-merge`` merges every chunk of a source into one block (stage ``merged``),
 ``legacy-first`` keeps a source's top-scored chunk and drops the others as document
 duplicates (stage ``document_dedup``).
+
+Speed (this runs on every lookup): the processors work on :class:`Candidates` columns, so
+a candidate that is dropped costs its key and a place in one sort (on plain tuples,
+compared in C), never an object; each later step is linear (copies of one key are gathered
+in a list and their hit reasons merged once); the D3/D4 scan stops once ``return_n`` blocks
+are chosen; and the trace is built when first read (a production lookup never reads it,
+the harness always does), by running the same steps to the end.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rag_eval.core.identity import RANK_PREFIX, VECTOR_PREFIX
-from rag_eval.core.types import HitReason, RetrievedEvidenceCandidate, sort_score
+from rag_eval.core.types import (
+    Candidates,
+    Deferred,
+    HitReason,
+    KnowledgeSearchHit,
+    RetrievedEvidenceCandidate,
+    fast_constructor,
+)
 
 
 class Stage(enum.StrEnum):
@@ -61,24 +74,40 @@ class TraceEntry:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectedEvidence:
     """One block-to-be: its key, the candidate whose content it keeps (the first after
-    sorting) and every candidate it stands for (primary first)."""
+    sorting) and every candidate it stands for (primary first). With several members,
+    ``members`` and ``hit_reasons`` may be :class:`Deferred` tuples (built when read)."""
 
     key: str
     primary: RetrievedEvidenceCandidate
-    members: tuple[RetrievedEvidenceCandidate, ...]
-    hit_reasons: tuple[HitReason, ...]
+    members: Sequence[RetrievedEvidenceCandidate]
+    hit_reasons: Sequence[HitReason]
 
     def as_candidate(self) -> RetrievedEvidenceCandidate:
         """This selection as one candidate again (merged hit reasons kept)."""
         return RetrievedEvidenceCandidate(
-            key=self.key, hit=self.primary.hit, original_rank=self.primary.original_rank, hit_reasons=self.hit_reasons
+            key=self.key,
+            hit=self.primary.hit,
+            original_rank=self.primary.original_rank,
+            hit_reasons=tuple(self.hit_reasons),
         )
 
 
+_new_entry = fast_constructor(TraceEntry)
+_new_selection = fast_constructor(SelectedEvidence)
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PostProcessOutcome:
+    """What post-processing selected, and its trace: one entry per input candidate, in
+    original-rank order. The processors give the trace as a :class:`Deferred` tuple, built
+    when first read: a production lookup never reads it, and at retrieve-k 10,000 building
+    it costs more than post-processing itself.
+
+    >>> PostProcessOutcome(selected=(), trace=()).stage_counts()["returned"]
+    0
+    """
+
     selected: tuple[SelectedEvidence, ...]
-    trace: tuple[TraceEntry, ...]  # one entry per input candidate, in original-rank order
+    trace: Sequence[TraceEntry]
 
     def stage_counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Stage}
@@ -87,17 +116,123 @@ class PostProcessOutcome:
         return counts
 
 
+_new_outcome = fast_constructor(PostProcessOutcome)
+
+
+# -- the steps, on columns ------------------------------------------------------------------------------
+
+
+def _order(cands: Candidates) -> list[int]:
+    """Indices of ``cands`` in the documented order: score desc (NaN last, after minus infinity
+    too), original rank asc, key asc; a stable sort on plain tuples (``s != s`` is the NaN test,
+    without a call)."""
+    sort_keys = [
+        (True, 0.0, r, k) if (s := h.score) != s else (False, -s, r, k)
+        for h, r, k in zip(cands.hits, cands.ranks, cands.keys, strict=True)
+    ]
+    return sorted(range(len(sort_keys)), key=sort_keys.__getitem__)
+
+
+def _group(order: Iterable[int], keys: Sequence[str]) -> dict[str, list[int]]:
+    """Indices by key: groups in first-seen order, members in ``order``."""
+    groups: dict[str, list[int]] = {}
+    for i in order:
+        members = groups.get(keys[i])
+        if members is None:
+            groups[keys[i]] = [i]
+        else:
+            members.append(i)
+    return groups
+
+
+def _cap_and_return_n(
+    heads: Iterable[int], cands: Candidates, return_n: int, cap: int, *, to_the_end: bool
+) -> tuple[list[Stage], list[int]]:
+    """D3 then D4 over deduplicated candidates in order: the stage of each, and the returned
+    ones. Stops once ``return_n`` are returned unless ``to_the_end`` (the trace needs every stage)."""
+    hits, keys = cands.hits, cands.keys
+    per_doc: dict[str, int] = {}
+    stages: list[Stage] = []
+    returned: list[int] = []
+    full = return_n <= 0
+    for i in heads:
+        if full and not to_the_end:
+            break
+        bucket = hits[i].doc_id or f"\x00{keys[i]}"  # missing docId: own bucket
+        n = per_doc.get(bucket, 0)
+        if n >= cap:
+            stages.append(_CAP)
+            continue
+        per_doc[bucket] = n + 1
+        if full:
+            stages.append(_TRUNCATION)
+        else:
+            returned.append(i)
+            stages.append(_RETURNED)
+            full = len(returned) >= return_n
+    return stages, returned
+
+
+_RETURNED, _CAP, _TRUNCATION = Stage.RETURNED, Stage.CAP, Stage.TRUNCATION  # enum lookups cost a call each
+
+
+def merged_reasons(members: Sequence[RetrievedEvidenceCandidate]) -> Sequence[HitReason]:
+    """The members' hit reasons in order, a reason already taken not again.
+
+    Linear: where every reason names a different original rank none can equal another, so
+    they are joined as they are; otherwise a set of those taken is asked (rescanning the
+    kept tuple for every copy made many copies of one key quadratic).
+    """
+    first = members[0].hit_reasons
+    if len(members) == 1:
+        return first
+    reasons = [r for m in members for r in m.hit_reasons]
+    if len({r.original_rank for r in reasons}) == len(reasons):
+        return tuple(reasons)
+    out = list(first)
+    seen = set(first)
+    for member in members[1:]:
+        new = [r for r in member.hit_reasons if r not in seen]
+        out.extend(new)
+        seen.update(new)
+    return tuple(out)
+
+
+def _selection(key: str, cands: Candidates, members: list[int], *, merge: bool = True) -> SelectedEvidence:
+    """A block-to-be keeping the first member's content and every member's hit reasons;
+    ``merge=False`` keeps the first member only (legacy-first). Further members and the
+    merged reasons are Deferred: many copies of one chunk cost no object until read."""
+    primary = cands.get(members[0])
+    if len(members) == 1:
+        return _new_selection(key, primary, (primary,), primary.hit_reasons)
+    everyone: Deferred[RetrievedEvidenceCandidate] = Deferred(lambda: cands.take(members))
+    return _new_selection(
+        key, primary, everyone if merge else (primary,), Deferred(lambda: merged_reasons(everyone))
+    )
+
+
+def _entry(cands: Candidates, i: int, stage: Stage, position: int | None, merged_into: str | None) -> TraceEntry:
+    return _new_entry(cands.keys[i], cands.ranks[i], cands.hits[i].vector_id, stage, position, merged_into)
+
+
+def _trace_order(cands: Candidates, fates: dict[int, tuple[Stage, int | None, str | None]]) -> list[TraceEntry]:
+    """One entry per candidate, in original-rank order (then key)."""
+    ranks, keys = cands.ranks, cands.keys
+    if isinstance(ranks, range):  # straight from the port: ranks are the positions, already in order
+        order: Iterable[int] = range(len(ranks))
+    else:
+        order = sorted(fates, key=lambda i: (ranks[i], keys[i]))
+    hits = cands.hits
+    return [_new_entry(keys[i], ranks[i], hits[i].vector_id, *fates[i]) for i in order]
+
+
+# -- the public steps, on candidate objects (for composing evaluation-only variants) ------------------------
+
+
 def sort_candidates(candidates: Iterable[RetrievedEvidenceCandidate]) -> list[RetrievedEvidenceCandidate]:
     """The documented order: score desc (NaN last, after minus infinity too), original rank asc, key asc."""
-    return sorted(candidates, key=lambda c: (math.isnan(c.score), -sort_score(c.score), c.original_rank, c.key))
-
-
-def _merge_reasons(a: tuple[HitReason, ...], b: tuple[HitReason, ...]) -> tuple[HitReason, ...]:
-    return a + tuple(r for r in b if r not in a)
-
-
-def _trace_order(entries: list[TraceEntry]) -> tuple[TraceEntry, ...]:
-    return tuple(sorted(entries, key=lambda e: (e.original_rank, e.key)))
+    cands = Candidates.of(candidates)
+    return cands.take(_order(cands))
 
 
 def dedup_by_key(
@@ -106,21 +241,11 @@ def dedup_by_key(
     """D2 on candidates already in the documented order: one selection per evidence key
     (the first keeps its content, later ones add their hit reasons), and the later
     candidates that were merged into one (the true duplicates)."""
-    kept: dict[str, SelectedEvidence] = {}
-    duplicates: list[RetrievedEvidenceCandidate] = []
-    for cand in ordered:
-        existing = kept.get(cand.key)
-        if existing is None:
-            kept[cand.key] = SelectedEvidence(key=cand.key, primary=cand, members=(cand,), hit_reasons=cand.hit_reasons)
-        else:
-            kept[cand.key] = SelectedEvidence(
-                key=existing.key,
-                primary=existing.primary,
-                members=(*existing.members, cand),
-                hit_reasons=_merge_reasons(existing.hit_reasons, cand.hit_reasons),
-            )
-            duplicates.append(cand)
-    return list(kept.values()), duplicates  # dicts keep first-seen (= sorted) order
+    cands = Candidates.of(ordered)
+    groups = _group(range(len(cands)), cands.keys)
+    selections = [_selection(key, cands, members) for key, members in groups.items()]
+    duplicates = sorted(i for members in groups.values() for i in members[1:])  # in the order given
+    return selections, cands.take(duplicates)
 
 
 def cap_and_return_n(
@@ -129,21 +254,14 @@ def cap_and_return_n(
     """D3 then D4 on deduplicated selections in order: at most ``max_chunks_per_document``
     per docId (a selection without docId is a bucket of its own), then the first
     ``return_n``. Returns the selected ones and a trace entry for every input."""
-    per_doc: dict[str, int] = {}
-    selected: list[SelectedEvidence] = []
-    trace: list[TraceEntry] = []
-    for sel in selections:
-        bucket = sel.primary.doc_id or f"\x00{sel.key}"  # missing docId: own bucket
-        if per_doc.get(bucket, 0) >= max_chunks_per_document:
-            trace.append(_entry(sel.primary, Stage.CAP))
-            continue
-        per_doc[bucket] = per_doc.get(bucket, 0) + 1
-        if len(selected) >= return_n:
-            trace.append(_entry(sel.primary, Stage.TRUNCATION))
-            continue
-        selected.append(sel)
-        trace.append(_entry(sel.primary, Stage.RETURNED, position=len(selected)))
-    return selected, trace
+    sels = list(selections)
+    primaries = Candidates.of(s.primary for s in sels)
+    stages, returned = _cap_and_return_n(
+        range(len(sels)), primaries, return_n, max_chunks_per_document, to_the_end=True
+    )
+    position = {i: pos for pos, i in enumerate(returned, start=1)}
+    trace = [_entry(primaries, i, stage, position.get(i), None) for i, stage in enumerate(stages)]
+    return [sels[i] for i in returned], trace
 
 
 def duplicate_trace(
@@ -151,9 +269,11 @@ def duplicate_trace(
 ) -> list[TraceEntry]:
     """Trace entries of true duplicates: merged into their key, positioned where that key was returned."""
     position_of = {sel.key: i for i, sel in enumerate(selected, start=1)}
-    return [
-        _entry(cand, Stage.DEDUP, position=position_of.get(cand.key), merged_into=cand.key) for cand in duplicates
-    ]
+    dups = Candidates.of(duplicates)
+    return [_entry(dups, i, Stage.DEDUP, position_of.get(key), key) for i, key in enumerate(dups.keys)]
+
+
+# -- the processors ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,24 +292,40 @@ class EvidencePostProcessor:
     max_chunks_per_document: int
 
     def __call__(self, candidates: Iterable[RetrievedEvidenceCandidate]) -> PostProcessOutcome:
-        unique, duplicates = dedup_by_key(sort_candidates(candidates))  # D2
-        selected, trace = cap_and_return_n(  # D3, D4
-            unique, return_n=self.return_n, max_chunks_per_document=self.max_chunks_per_document
-        )
-        trace.extend(duplicate_trace(duplicates, selected))
-        return PostProcessOutcome(selected=tuple(selected), trace=_trace_order(trace))
+        cands = Candidates.of(candidates)
+        groups = _group(_order(cands), cands.keys)  # D2: a key's first member keeps its content
+        heads = [members[0] for members in groups.values()]
+        cap = self.max_chunks_per_document
+        _, returned = _cap_and_return_n(heads, cands, self.return_n, cap, to_the_end=False)  # D3, D4
+        selected = [_selection(cands.keys[i], cands, groups[cands.keys[i]]) for i in returned]
+
+        def trace() -> list[TraceEntry]:
+            stages, _ = _cap_and_return_n(heads, cands, self.return_n, cap, to_the_end=True)
+            position = {i: pos for pos, i in enumerate(returned, start=1)}
+            fates: dict[int, tuple[Stage, int | None, str | None]] = {}
+            for head, stage in zip(heads, stages, strict=True):
+                members = groups[cands.keys[head]]
+                fates[head] = (stage, position.get(head), None)
+                for i in members[1:]:  # true duplicates, positioned where their key was returned
+                    fates[i] = (Stage.DEDUP, position.get(head), cands.keys[i])
+            return _trace_order(cands, fates)
+
+        return _new_outcome(tuple(selected), Deferred(trace))
 
 
 def legacy_document_key(candidate: RetrievedEvidenceCandidate) -> str:
     """Legacy identity: the document (``source``, else docId), else the row itself."""
-    hit = candidate.hit
+    return _legacy_key(candidate.hit, candidate.original_rank)
+
+
+def _legacy_key(hit: KnowledgeSearchHit, original_rank: int) -> str:
     if hit.source:
         return hit.source
     if hit.doc_id:
         return hit.doc_id
     if hit.vector_id:
         return f"{VECTOR_PREFIX}{hit.vector_id}"
-    return f"{RANK_PREFIX}{candidate.original_rank}"
+    return f"{RANK_PREFIX}{original_rank}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,21 +346,7 @@ class LegacyPostProcessor:
     top_k: int
 
     def __call__(self, candidates: Iterable[RetrievedEvidenceCandidate]) -> PostProcessOutcome:
-        selected: list[SelectedEvidence] = []
-        trace: list[TraceEntry] = []
-        for key, members in _by_document(candidates).items():
-            primary = members[0]
-            if len(selected) >= self.top_k:
-                trace.extend(_entry(m, Stage.TRUNCATION) for m in members)
-                continue
-            reasons: tuple[HitReason, ...] = ()
-            for m in members:
-                reasons = _merge_reasons(reasons, m.hit_reasons)
-            selected.append(SelectedEvidence(key=key, primary=primary, members=tuple(members), hit_reasons=reasons))
-            pos = len(selected)
-            trace.append(_entry(primary, Stage.RETURNED, position=pos))
-            trace.extend(_entry(m, Stage.MERGED, position=pos, merged_into=key) for m in members[1:])
-        return PostProcessOutcome(selected=tuple(selected), trace=_trace_order(trace))
+        return _legacy(Candidates.of(candidates), self.top_k, merge=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,39 +370,25 @@ class LegacyFirstPostProcessor:
     top_k: int
 
     def __call__(self, candidates: Iterable[RetrievedEvidenceCandidate]) -> PostProcessOutcome:
-        selected: list[SelectedEvidence] = []
-        trace: list[TraceEntry] = []
-        for key, members in _by_document(candidates).items():
-            primary = members[0]
-            if len(selected) >= self.top_k:
-                trace.extend(_entry(m, Stage.TRUNCATION) for m in members)
-                continue
-            reasons: tuple[HitReason, ...] = ()
-            for m in members:
-                reasons = _merge_reasons(reasons, m.hit_reasons)
-            selected.append(SelectedEvidence(key=key, primary=primary, members=(primary,), hit_reasons=reasons))
-            pos = len(selected)
-            trace.append(_entry(primary, Stage.RETURNED, position=pos))
-            trace.extend(_entry(m, Stage.DOCUMENT_DEDUP, merged_into=key) for m in members[1:])
-        return PostProcessOutcome(selected=tuple(selected), trace=_trace_order(trace))
+        return _legacy(Candidates.of(candidates), self.top_k, merge=False)
 
 
-def _by_document(candidates: Iterable[RetrievedEvidenceCandidate]) -> dict[str, list[RetrievedEvidenceCandidate]]:
-    """Candidates grouped by legacy document identity, groups and members in the documented order."""
-    groups: dict[str, list[RetrievedEvidenceCandidate]] = {}
-    for cand in sort_candidates(candidates):
-        groups.setdefault(legacy_document_key(cand), []).append(cand)
-    return groups  # dicts keep first-seen (= score) order
+def _legacy(cands: Candidates, top_k: int, *, merge: bool) -> PostProcessOutcome:
+    """Both legacies: the first ``top_k`` documents, each a block of all its chunks (``merge``)
+    or of its top-scored chunk only, carrying every member's hit reasons."""
+    doc_keys = [_legacy_key(h, r) for h, r in zip(cands.hits, cands.ranks, strict=True)]
+    groups = list(_group(_order(cands), doc_keys).items())
+    kept = groups[:top_k]
+    selected = [_selection(key, cands, members, merge=merge) for key, members in kept]
 
+    def trace() -> list[TraceEntry]:
+        fates: dict[int, tuple[Stage, int | None, str | None]] = {}
+        for pos, (key, members) in enumerate(kept, start=1):
+            fates[members[0]] = (Stage.RETURNED, pos, None)
+            for i in members[1:]:
+                fates[i] = (Stage.MERGED, pos, key) if merge else (Stage.DOCUMENT_DEDUP, None, key)
+        for _, members in groups[top_k:]:
+            fates.update((i, (Stage.TRUNCATION, None, None)) for i in members)
+        return _trace_order(cands, fates)
 
-def _entry(
-    cand: RetrievedEvidenceCandidate, stage: Stage, *, position: int | None = None, merged_into: str | None = None
-) -> TraceEntry:
-    return TraceEntry(
-        key=cand.key,
-        original_rank=cand.original_rank,
-        vector_id=cand.hit.vector_id,
-        stage=stage,
-        position=position,
-        merged_into=merged_into,
-    )
+    return _new_outcome(tuple(selected), Deferred(trace))

@@ -16,7 +16,7 @@ from typing import Any
 
 from rag_eval.core.packing import RagResult
 from rag_eval.core.transform import QueryHints
-from rag_eval.core.types import EvidenceBlock
+from rag_eval.core.types import EvidenceBlock, MemberSpan, fast_constructor
 
 
 class Budget(enum.StrEnum):
@@ -126,59 +126,73 @@ class RagResultProjector:
     max_blocks: int
 
     def project(self, result: RagResult) -> ProjectedPayload:
+        max_blocks, max_excerpt, max_total = self.max_blocks, self.max_excerpt_chars, self.max_total_chars
         seen: set[str] = set()
         excerpts: list[ProjectedExcerpt] = []
         cuts: list[BudgetCut] = []
         losses: list[MemberLoss] = []
         total = 0
         for block in result.blocks:
-            full = len(block.content)
+            content = block.content
+            full = len(content)
             doc_id = block.key
-            lost: set[str] = set()
-
-            def drop(
-                budget: Budget, before: int, limit: int = 0, block: EvidenceBlock = block, lost: set[str] = lost
-            ) -> None:
-                cuts.append(BudgetCut(document_id=block.key, budget=budget, chars_before=before, chars_after=limit))
-                for m in block.members:
-                    if m.end > limit and m.key not in lost:
-                        lost.add(m.key)
-                        losses.append(MemberLoss(key=m.key, budget=budget))
-
+            lost: set[str] = set()  # members of this block already reported lost
             if doc_id in seen:
-                drop(Budget.DUPLICATE_DOCUMENT_ID, full)
+                _drop(block, Budget.DUPLICATE_DOCUMENT_ID, full, 0, cuts, losses, lost)
                 continue
             seen.add(doc_id)
-            if len(excerpts) >= self.max_blocks:
-                drop(Budget.BLOCKS, full)
+            if len(excerpts) >= max_blocks:
+                _drop(block, Budget.BLOCKS, full, 0, cuts, losses, lost)
                 continue
             kept = full
-            if kept > self.max_excerpt_chars:
-                drop(Budget.EXCERPT_CHARS, kept, self.max_excerpt_chars)
-                kept = self.max_excerpt_chars
-            remaining = max(self.max_total_chars - total, 0)
+            if kept > max_excerpt:
+                _drop(block, Budget.EXCERPT_CHARS, kept, max_excerpt, cuts, losses, lost)
+                kept = max_excerpt
+            remaining = max(max_total - total, 0)
             if kept > remaining:
-                drop(Budget.TOTAL_CHARS, kept, remaining)
+                _drop(block, Budget.TOTAL_CHARS, kept, remaining, cuts, losses, lost)
                 kept = remaining
             if kept == 0:
                 continue
             total += kept
+            members = block.members
+            delivered = tuple([m.key for m in members if m.end <= kept]) if len(members) > 1 else None
             excerpts.append(
-                ProjectedExcerpt(
-                    document_id=doc_id,
-                    source=block.source,
-                    title=block.title,
-                    content=block.content[:kept],
-                    score=block.score,
-                    rank=len(excerpts) + 1,
-                    truncated=kept < full,
-                    delivered_members=tuple(m.key for m in block.members if m.end <= kept),
+                _new_excerpt(
+                    doc_id,
+                    block.source,
+                    block.title,
+                    content[:kept],
+                    block.score,
+                    len(excerpts) + 1,
+                    kept < full,  # truncated
+                    delivered if delivered is not None else _whole_or_none(members, kept),
                 )
             )
-        return ProjectedPayload(
-            query=result.hints.original_query,
-            excerpts=tuple(excerpts),
-            hints=result.hints,
-            cuts=tuple(cuts),
-            member_losses=tuple(losses),
-        )
+        return _new_payload(result.hints.original_query, tuple(excerpts), result.hints, tuple(cuts), tuple(losses))
+
+
+_new_excerpt = fast_constructor(ProjectedExcerpt)
+_new_payload = fast_constructor(ProjectedPayload)
+
+
+def _whole_or_none(members: tuple[MemberSpan, ...], kept: int) -> tuple[str, ...]:
+    """The one member of a block when it is delivered whole (kept characters reach its end), else none."""
+    return (members[0].key,) if members and members[0].end <= kept else ()
+
+
+def _drop(
+    block: EvidenceBlock,
+    budget: Budget,
+    before: int,
+    limit: int,
+    cuts: list[BudgetCut],
+    losses: list[MemberLoss],
+    lost: set[str],
+) -> None:
+    """Record a cut of ``block`` to ``limit`` characters, and the members it reaches (each once per block)."""
+    cuts.append(BudgetCut(document_id=block.key, budget=budget, chars_before=before, chars_after=limit))
+    for m in block.members:
+        if m.end > limit and m.key not in lost:
+            lost.add(m.key)
+            losses.append(MemberLoss(key=m.key, budget=budget))

@@ -11,6 +11,7 @@ False
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 
@@ -19,6 +20,7 @@ def normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a replay hashes the same chunks' texts again and again
 def content_sha(text: str) -> str:
     """Hash of the normalised text (16 hex digits): equal content, equal hash."""
     return hashlib.sha256(normalise(text).encode()).hexdigest()[:16]

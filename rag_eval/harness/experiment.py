@@ -56,6 +56,7 @@ from rag_eval.core.types import SearchMode
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.load_settings import LoadSettings, settings_from_table
+from rag_eval.harness.timing import LatencyMode, TimingPlan
 from rag_eval.harness.whatif import WHAT_IFS
 from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, IndexSpec, redact_uri, uri_problem
 
@@ -143,6 +144,7 @@ class Experiment:
     baseline: str = ""
     cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS
     warmup: int = 5
+    timing: TimingPlan = field(default_factory=TimingPlan)  # which queries get their search timed
     batch_size: int = 64
     query_limit: int | None = None
     production_cap: int | None = None  # the cap legacy configs are checked against; None: the evidence configs'
@@ -199,6 +201,7 @@ class Experiment:
             "batch_size": self.batch_size,
             "query_limit": self.query_limit,
             "production_cap": self.production_cap,
+            "timing": self.timing.as_dict(),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -232,6 +235,7 @@ class Experiment:
             "baseline": self.baseline,
             "cutoffs": list(self.cutoffs),
             "warmup": self.warmup,
+            "timing": self.timing.as_dict(),
             "batch_size": self.batch_size,
             "query_limit": self.query_limit,
             "report": {"drilldown_queries": self.drilldown_queries},
@@ -359,6 +363,7 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
     warmup = tm.get("warmup", int, 5)
     batch_size = tm.get("batch_size", int, 64)
     query_limit = tm.get("query_limit", int)
+    timing = _timing_plan(tm, problems)
     tm.finish()
 
     rp = sub("report")
@@ -441,6 +446,7 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         baseline=baseline,
         cutoffs=tuple(sorted(set(cutoffs))),
         warmup=warmup,
+        timing=timing,
         batch_size=batch_size,
         query_limit=query_limit,
         production_cap=production_cap,
@@ -448,6 +454,21 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         gates=gates,
         load=load,
     )
+
+
+def _timing_plan(r: _Reader, problems: list[ConfigProblem]) -> TimingPlan:
+    """``[timing]`` latency (all, sample, off), latency_sample (queries timed), latency_seed."""
+    default = TimingPlan()
+    mode = r.get("latency", str, default.mode.value)
+    size = r.get("latency_sample", int, default.sample_size)
+    seed = r.get("latency_seed", int, default.seed)
+    if mode not in {m.value for m in LatencyMode}:
+        problems.append(ConfigProblem("timing.latency", f"{mode!r} is not one of all, sample, off"))
+        mode = default.mode.value
+    if size < 1:
+        problems.append(ConfigProblem("timing.latency_sample", f"must be >= 1, got {size}"))
+        size = default.sample_size
+    return TimingPlan(mode=LatencyMode(mode), sample_size=size, seed=seed)
 
 
 _MAX_NAME = 100
@@ -624,6 +645,7 @@ def with_overrides(
     configs: Sequence[ConfigSpec] = (),
     baseline: str | None = None,
     query_limit: int | None = None,
+    latency: str | None = None,
     require_configs: bool = True,
 ) -> Experiment:
     """Apply CLI flags on top of a file (or of the defaults)."""
@@ -665,6 +687,11 @@ def with_overrides(
         if query_limit < 1:
             problems.append(ConfigProblem("--limit", f"must be >= 1, got {query_limit}"))
         changes["query_limit"] = query_limit
+    if latency is not None:
+        try:
+            changes["timing"] = TimingPlan.parse(latency, exp.timing)
+        except ConfigError as err:
+            problems.extend(err.problems)
     new = replace(exp, **changes)
     if not new.configs and require_configs:
         problems.append(ConfigProblem("--config", "no configs: give an experiment file or --config NAME=FILE"))

@@ -4,8 +4,9 @@ For each batch of queries:
 
 1. transform each query (L0 hints);
 2. time each config's own search at its own retrieve-k, serially, one query per call,
-   ``perf_counter_ns`` around the call, after a warm-up that is not recorded (configs
-   asking the identical request share one measurement);
+   ``perf_counter_ns`` around the call, after a warm-up that is not recorded, for the
+   queries the timing plan picks (:mod:`rag_eval.harness.timing`; configs asking the
+   identical request share one measurement: :func:`timing_groups`);
 3. retrieve ONCE per search signature (mode, category filter, group size) at the
    largest retrieve-k any config of that signature needs, with batched search calls;
 4. run each config's post-process, packing and projection on its first retrieve-k of
@@ -14,24 +15,30 @@ For each batch of queries:
 
 With an approximate index (HNSW) the first k of a wider search can differ slightly from
 a search at k; the latency columns always come from the search at the config's own k.
+A query whose search is not timed has no search, e2e and QPS figures (NaN); its
+post-process and projection times are measured all the same.
 """
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from rag_eval.core.lookup import Pipeline
+from rag_eval.core.lookup import LookupRecord, Pipeline
 from rag_eval.core.ports import BatchKnowledgeSearchPort, KnowledgeSearchPort
 from rag_eval.core.transform import KnowledgeQueryTransformer, QueryHints
 from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode
 from rag_eval.harness.experiment import ConfigSpec
 from rag_eval.harness.rows import Truth, build_row
 from rag_eval.harness.store import RunStore
+from rag_eval.harness.timing import TimingPlan
 
 Tick = Callable[[str, int], None]
+Lookups = list[tuple[str, int, str, LookupRecord, float]]  # (config, query index, query id, record, search µs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +60,43 @@ class Signature:
             query=query, top_k=top_k, category_filter=self.category_filter, mode=self.mode, group_size=self.group_size
         )
 
+    def label(self) -> str:
+        parts = [self.mode.value, "no filter" if self.category_filter is None else f"category {self.category_filter!r}"]
+        if self.mode is SearchMode.GROUPED:
+            parts.append(f"group size {self.group_size}")
+        return ", ".join(parts)
+
+
+@contextmanager
+def _long_lived_frozen() -> Iterator[None]:
+    """Keep the cyclic garbage collector off what exists before the replay (data set, labels, ground
+    truth: alive until it ends). A full collection walks every object, and with a data set in memory
+    one took 60 ms of a 260 ms replay. Left alone when something else froze objects already."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
 
 def batches(n: int, size: int) -> list[range]:
     return [range(i, min(n, i + size)) for i in range(0, n, size)]
+
+
+def timing_groups(configs: Sequence[ConfigSpec]) -> dict[str, tuple[str, list[str]]]:
+    """For each config, the search it times (signature and retrieve-k, as a label) and every config
+    that shares that one measurement (itself included, in experiment order)."""
+    members: dict[tuple[Signature, int], list[str]] = {}
+    for spec in configs:
+        members.setdefault((Signature.of(spec), spec.config.retrieve_k), []).append(spec.name)
+    out: dict[str, tuple[str, list[str]]] = {}
+    for (sig, k), names in members.items():
+        for name in names:
+            out[name] = (f"{sig.label()}, retrieve-k {k}", names)
+    return out
 
 
 class Replayer:
@@ -67,6 +108,8 @@ class Replayer:
         *,
         transformer: KnowledgeQueryTransformer | None = None,
         warmup: int = 5,
+        timing: TimingPlan | None = None,
+        prime: bool = False,
         tick: Tick | None = None,
     ) -> None:
         self.port = port
@@ -74,11 +117,15 @@ class Replayer:
         self.truth = truth
         self.transformer = transformer or KnowledgeQueryTransformer()
         self.warmup = warmup
+        self.timing = timing or TimingPlan()
+        self.prime = prime  # search untimed queries once, singly, before keeping hits (a 2.3 server needs it)
         self.tick = tick or (lambda phase, n: None)
         self.signatures: dict[Signature, list[ConfigSpec]] = {}
         for spec in self.configs:
             self.signatures.setdefault(Signature.of(spec), []).append(spec)
         self._warmed: set[tuple[Signature, int]] = set()
+        self._timed: frozenset[int] | None = None  # query indices to time; None: every query
+        self.timing_seconds = 0.0  # wall time of the timing searches (warm-up included): the measurement's cost
 
     def run(
         self,
@@ -89,17 +136,24 @@ class Replayer:
         skip: AbstractSet[int] = frozenset(),
     ) -> int:
         """Replay ``queries`` ((id, text) pairs) in batches; returns the batches run now."""
+        self._timed = self.timing.timed(len(queries))
         ran = 0
-        for number, idx in enumerate(batches(len(queries), batch_size)):
-            if number in skip:
-                self.tick("skipped", len(idx))
-                continue
-            rows = self.run_batch([(i, *queries[i]) for i in idx])
-            store.write_batch(number, rows)
-            ran += 1
+        with _long_lived_frozen():
+            for number, idx in enumerate(batches(len(queries), batch_size)):
+                if number in skip:
+                    self.tick("skipped", len(idx))
+                    continue
+                store.write_batch(number, self.run_batch([(i, *queries[i]) for i in idx]))
+                ran += 1
         return ran
 
     def run_batch(self, batch: Sequence[tuple[int, str, str]]) -> list[dict[str, object]]:
+        """One batch of queries, replayed: its rows, one per query and config."""
+        return self.rows(self.lookups(batch))
+
+    def lookups(self, batch: Sequence[tuple[int, str, str]]) -> Lookups:
+        """Transform, retrieve (one batched search per signature), time the searches the plan picks,
+        and post-process every query under every config."""
         clock = time.perf_counter_ns
         hints: list[QueryHints] = []
         transform_ns: list[int] = []
@@ -108,39 +162,48 @@ class Replayer:
             hints.append(self.transformer.transform(text))
             transform_ns.append(clock() - t0)
 
-        # Timing first: it searches every query once before the hits that are kept are fetched. A Milvus
-        # 2.3 server answers the first search of a query vector after a load differently from every later
-        # one (measured on ClapNQ: 65 of 256 queries differ, later searches all agree), so the kept hits
-        # always come from a later search and a run right after ingest equals any later run.
-        search_us = self._time_searches(hints)
+        # Timing first: it searches a query once before the hits that are kept are fetched. A Milvus 2.3
+        # server answers the first search of a query vector after a load differently from every later one
+        # (measured on ClapNQ: 65 of 256 queries differ, later searches all agree), so the kept hits must
+        # come from a later search for a run right after ingest to equal any later run. Queries the plan
+        # does not time are searched once all the same where the backend needs it (``prime``), one query
+        # per call: a batched first search does not do (ClapNQ, latency off: 89 of 3,000 rows differed
+        # between two runs after batched priming, none after single searches).
+        timed = [j for j, (index, _, _) in enumerate(batch) if self._timed is None or index in self._timed]
+        search_us = self._time_searches([hints[j] for j in timed])
+        timed_set = set(timed)
+        untimed = [hints[j] for j in range(len(batch)) if j not in timed_set]
 
         shared: dict[Signature, list[tuple[KnowledgeSearchHit, ...]]] = {}
         for sig, specs in self.signatures.items():
             width = max(s.config.retrieve_k for s in specs)
+            if self.prime and untimed:
+                for h in untimed:
+                    self.port.search(sig.request(h.normalized_query, width))
             requests = [sig.request(h.normalized_query, width) for h in hints]
             shared[sig] = self._search_many(requests)
             self.tick("retrieve", len(batch))
 
-        rows: list[dict[str, object]] = []
+        looked: Lookups = []
+        nan = float("nan")
         for sig, specs in self.signatures.items():
             for spec in specs:
                 pipeline = Pipeline(spec.config, spec.postprocessor())
+                measured = dict(zip(timed, search_us[(sig, spec.config.retrieve_k)], strict=True))
                 for j, (index, qid, _) in enumerate(batch):
                     record = pipeline.process(hints[j], shared[sig][j], transform_ns=transform_ns[j])
-                    rows.append(
-                        build_row(
-                            query_id=qid,
-                            query_index=index,
-                            config=spec.name,
-                            record=record,
-                            truth=self.truth,
-                            search_us=search_us[(sig, spec.config.retrieve_k)][j],
-                        )
-                    )
+                    looked.append((spec.name, index, qid, record, measured.get(j, nan)))
                 self.tick("post-process", len(batch))
+        return looked
+
+    def rows(self, looked: Lookups) -> list[dict[str, object]]:
+        """The per-query rows of a batch's lookups, by config (in experiment order), then query."""
         order = {spec.name: i for i, spec in enumerate(self.configs)}
-        rows.sort(key=lambda r: (order[str(r["config"])], int(r["query_index"])))  # type: ignore[call-overload]
-        return rows
+        ordered = sorted(looked, key=lambda lk: (order[lk[0]], lk[1]))
+        return [
+            build_row(query_id=qid, query_index=index, config=name, record=record, truth=self.truth, search_us=us)
+            for name, index, qid, record, us in ordered
+        ]
 
     def _search_many(self, requests: list[KnowledgeSearchRequest]) -> list[tuple[KnowledgeSearchHit, ...]]:
         if isinstance(self.port, BatchKnowledgeSearchPort):
@@ -148,8 +211,13 @@ class Replayer:
         return [self.port.search(r) for r in requests]
 
     def _time_searches(self, hints: Sequence[QueryHints]) -> dict[tuple[Signature, int], list[float]]:
+        """Each distinct search of the configs, timed for every query of ``hints``: serially, one
+        query per call, microseconds (a warm-up of ``warmup`` searches first, once per search)."""
         out: dict[tuple[Signature, int], list[float]] = {}
+        if not hints:
+            return {(sig, s.config.retrieve_k): [] for sig, specs in self.signatures.items() for s in specs}
         clock = time.perf_counter_ns
+        started = time.perf_counter()
         for sig, specs in self.signatures.items():
             for k in sorted({s.config.retrieve_k for s in specs}):
                 if (sig, k) not in self._warmed:
@@ -164,4 +232,5 @@ class Replayer:
                     timings.append((clock() - t0) / 1e3)
                 out[(sig, k)] = timings
                 self.tick("timing", len(hints))
+        self.timing_seconds += time.perf_counter() - started
         return out

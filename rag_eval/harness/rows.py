@@ -18,7 +18,7 @@ ingest plan says which chunk every vector id really is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -101,13 +101,20 @@ class Truth:
     rows: Mapping[int, IngestRow]
     relevance: Mapping[str, Mapping[str, int]]  # query -> true chunk key -> grade
     doc_relevance: Mapping[str, Mapping[str, int]]  # query -> doc id -> grade
+    # answers already given (a replay asks about the same rows again and again)
+    _chunks: dict[str | None, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def chunk_of(self, vector_id: str | None) -> str:
+        known = self._chunks.get(vector_id)
+        if known is not None:
+            return known
+        chunk = f"unknown:{vector_id}"
         if vector_id is not None and vector_id.isdigit():
             row = self.rows.get(int(vector_id))
             if row is not None:
-                return row.chunk.key
-        return f"unknown:{vector_id}"
+                chunk = row.chunk.key
+        self._chunks[vector_id] = chunk
+        return chunk
 
 
 def build_row(
@@ -120,12 +127,15 @@ def build_row(
     search_us: float,
 ) -> dict[str, Any]:
     payload = record.payload
-    # evidence key -> true chunk, from the candidates that carried them
+    hit_keys, hits = record.candidates.keys, record.candidates.hits  # columns: no candidate objects needed
+    hit_chunks = [truth.chunk_of(h.vector_id) for h in hits]
+    # evidence key -> true chunk and stored doc id, from the first candidate that carried it
     true_of_key: dict[str, str] = {}
     stored_doc_of_key: dict[str, str] = {}
-    for cand in record.candidates:
-        true_of_key.setdefault(cand.key, truth.chunk_of(cand.hit.vector_id))
-        stored_doc_of_key.setdefault(cand.key, cand.hit.doc_id or "")
+    for key, hit, chunk in zip(hit_keys, hits, hit_chunks, strict=True):
+        if key not in true_of_key:
+            true_of_key[key] = chunk
+            stored_doc_of_key[key] = hit.doc_id or ""
     block_by_key = {b.key: b for b in record.result.blocks}
 
     member_keys: list[str] = []
@@ -177,10 +187,10 @@ def build_row(
         "member_doc_ids": [stored_doc_of_key[k] for k in member_keys],
         "member_content_sha": member_sha,
         "member_block": member_block,
-        "hit_keys": [c.key for c in record.candidates],
-        "hit_chunks": [truth.chunk_of(c.hit.vector_id) for c in record.candidates],
-        "hit_content_sha": [content_sha(c.hit.content) for c in record.candidates],
-        "hit_scores": [float(c.hit.score) for c in record.candidates],
+        "hit_keys": list(hit_keys),
+        "hit_chunks": hit_chunks,
+        "hit_content_sha": [content_sha(h.content) for h in hits],
+        "hit_scores": [float(h.score) for h in hits],
         "relevant_chunks": sorted(relevant),
         "relevant_grades": [relevant[c] for c in sorted(relevant)],
         "relevant_docs": sorted(docs),
@@ -188,7 +198,7 @@ def build_row(
         "delivered_relevant": sorted(c for c in relevant if c in delivered),
         "lost_chunks": lost_chunks,
         "lost_stages": lost_stages,
-        "n_hits": len(record.candidates),
+        "n_hits": len(hits),
         "n_dedup": counts["dedup"],
         "n_cap": counts["cap"],
         "n_truncated": counts["truncation"],

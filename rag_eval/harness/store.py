@@ -22,6 +22,9 @@ is run or counted twice. The final files are written into ``.staging``, then mov
 set; ``run.complete.json`` is removed before the move and written after it, so a reader
 never takes half-old, half-new files for a finished run. Files an earlier run published
 and this one does not are removed (only those: never by pattern); then ``.parts`` goes.
+The parts are read one batch at a time (:meth:`RunStore.iter_parts`) and ``per_query.parquet``
+and the TREC runs are written as they are read, so a run's memory does not grow with its
+number of queries.
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import filelock
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -53,6 +57,7 @@ STAGING = ".staging"
 LOCK_FILE = ".lock"
 HOLDER_FILE = ".lock.json"
 MARKER = "run.complete.json"  # written last, naming every file the run published
+ROW_GROUP_ROWS = 16_384  # rows per row group of per_query.parquet (parts are much smaller)
 
 
 def json_safe(obj: Any) -> Any:
@@ -223,16 +228,31 @@ class RunStore:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
 
     def read_parts(self) -> pa.Table:
-        files = sorted(self.parts_dir.glob("batch-*.parquet"))
-        if not files:
-            return SCHEMA.empty_table()
-        table = pa.concat_tables([pq.read_table(f, schema=SCHEMA) for f in files])
-        keys = list(zip(table.column("query_id").to_pylist(), table.column("config").to_pylist(), strict=True))
-        if len(keys) != len(set(keys)):
+        """Every part in one table (small runs and tests: a large run reads them one at a time)."""
+        self.check_parts()
+        parts = list(self.iter_parts())
+        return pa.concat_tables(parts) if parts else SCHEMA.empty_table()
+
+    def iter_parts(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+        """The finished batches' rows in batch order, one part at a time (only ``columns`` when given)."""
+        schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
+        for f in sorted(self.parts_dir.glob("batch-*.parquet")):
+            yield pq.read_table(f, schema=schema, columns=list(columns) if columns is not None else None)
+
+    def check_parts(self) -> None:
+        """Refuse parts in which a (query, config) pair appears twice (read by query index, not text)."""
+        keys = []
+        number: dict[str, int] = {}  # config name -> a number of its own
+        for part in self.iter_parts(["query_index", "config"]):
+            config = part.column("config").combine_chunks().dictionary_encode()
+            code = np.array([number.setdefault(n, len(number)) for n in config.dictionary.to_pylist()], dtype=np.int64)
+            index = part.column("query_index").to_numpy().astype(np.int64)
+            keys.append(index * 65_536 + code[config.indices.to_numpy()] if len(code) else index)
+        flat = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+        if len(np.unique(flat)) != len(flat):
             raise RunStoreError(
                 "a (query, config) pair appears twice in the parts: start the run again", path=str(self.parts_dir)
             )
-        return table
 
     # -- final artifacts: staged, then published as a set ---------------------------------------
 
@@ -279,12 +299,68 @@ class RunStore:
         """Where final files are written now (``.staging`` while a publish is being prepared)."""
         return self._target
 
-    def write_per_query(self, table: pa.Table, provenance: Mapping[str, Any]) -> Path:
-        meta = dict(table.schema.metadata or {})
+    def write_per_query(self, table: pa.Table | Iterable[pa.Table], provenance: Mapping[str, Any]) -> Path:
+        """``per_query.parquet`` from a table or from its parts in order (streamed: row groups of
+        :data:`ROW_GROUP_ROWS` rows, written as the parts are read), with the run's provenance."""
+        meta = dict(SCHEMA.metadata or {})
         meta[b"rag_eval.provenance"] = json.dumps(provenance, sort_keys=True).encode()
+        schema = SCHEMA.with_metadata(meta)
+        parts = [table] if isinstance(table, pa.Table) else table
         path = self._target / "per_query.parquet"
-        atomic_write_parquet(path, table.replace_schema_metadata(meta))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+                pending: list[pa.Table] = []
+                rows = 0
+                for part in parts:
+                    pending.append(part.cast(schema))
+                    rows += part.num_rows
+                    if rows >= ROW_GROUP_ROWS:
+                        writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+                        pending, rows = [], 0
+                if pending:
+                    writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return path
+
+    def write_trec_runs(
+        self, rankings: Iterable[tuple[str, str, list[str], list[str]]], names: Sequence[str]
+    ) -> list[Path]:
+        """``runs/<config>.trec`` and ``runs/<config>.docs.trec`` of every config in ``names``, from
+        (config, query id, chunk ranking, document ranking) in query order, written line by line."""
+        runs = self._target / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        targets = {(n, kind): runs / f"{n}{'' if kind == 0 else '.docs'}.trec" for n in names for kind in (0, 1)}
+        tmps: dict[tuple[str, int], Path] = {}
+        try:
+            with ExitStack() as stack:
+                files = {}
+                for key, target in targets.items():
+                    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=runs)
+                    tmps[key] = Path(temp_name)
+                    files[key] = stack.enter_context(os.fdopen(fd, "w", encoding="utf-8"))
+                for name, qid, chunks, docs in rankings:
+                    for kind, items in ((0, chunks), (1, docs)):
+                        fh = files[(name, kind)]
+                        for rank, item in enumerate(items, start=1):
+                            fh.write(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {name}\n")
+                for fh in files.values():
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            for key, written in tmps.items():
+                os.chmod(written, 0o644)
+                os.replace(written, targets[key])
+        except BaseException:
+            for written in tmps.values():
+                written.unlink(missing_ok=True)
+            raise
+        return list(targets.values())
 
     def write_trec_run(self, name: str, ranking: Mapping[str, list[str]], tag: str) -> Path:
         """``ranking``: query -> delivered items best first; scores are strictly decreasing."""

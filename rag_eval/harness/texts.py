@@ -28,10 +28,11 @@ Both come from what the run already prepared (the chunked corpus and the data se
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.labels import ChunkedCorpus
@@ -62,15 +63,17 @@ SPANS_SCHEMA = pa.schema(
     ]
 )
 _CHUNK_COLUMNS = ("relevant_chunks", "hit_chunks", "member_chunks")
+TEXT_COLUMNS = ("query_id", *_CHUNK_COLUMNS)  # what write_texts reads of the rows
 
 
-def chunks_named(per_query: pa.Table) -> set[str]:
-    """Every true chunk key the rows mention (relevant, hit or delivered)."""
+def chunks_named(per_query: pa.Table | Iterable[pa.Table]) -> set[str]:
+    """Every true chunk key the rows mention (relevant, hit or delivered); the rows may come
+    one part at a time (each part's distinct keys are taken, never every row's lists)."""
     out: set[str] = set()
-    for column in _CHUNK_COLUMNS:
-        if column in per_query.column_names:
-            for keys in per_query.column(column).to_pylist():
-                out.update(keys or ())
+    for part in [per_query] if isinstance(per_query, pa.Table) else per_query:
+        for column in _CHUNK_COLUMNS:
+            if column in part.column_names:
+                out.update(pc.unique(pc.list_flatten(part.column(column))).to_pylist())
     return out
 
 
@@ -106,10 +109,20 @@ def evidence_spans(dataset: Dataset, query_ids: Iterable[str]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SPANS_SCHEMA)
 
 
-def write_texts(directory: Path, per_query: pa.Table, corpus: ChunkedCorpus, dataset: Dataset) -> tuple[Path, Path]:
-    """Write ``texts.parquet`` and ``spans.parquet`` of a run (atomically) beside its rows."""
-    query_ids = set(per_query.column("query_id").to_pylist())
+def write_texts(
+    directory: Path, per_query: pa.Table | Iterable[pa.Table], corpus: ChunkedCorpus, dataset: Dataset
+) -> tuple[Path, Path]:
+    """Write ``texts.parquet`` and ``spans.parquet`` of a run (atomically) beside its rows (a table,
+    or its parts one at a time)."""
+    query_ids: set[str] = set()
+
+    def parts() -> Iterator[pa.Table]:
+        for part in [per_query] if isinstance(per_query, pa.Table) else per_query:
+            query_ids.update(part.column("query_id").to_pylist())
+            yield part
+
+    chunks = chunks_named(parts())
     texts, spans = directory / TEXTS_FILE, directory / SPANS_FILE
-    atomic_write_parquet(texts, chunk_texts(corpus, chunks_named(per_query)))
+    atomic_write_parquet(texts, chunk_texts(corpus, chunks))
     atomic_write_parquet(spans, evidence_spans(dataset, query_ids))
     return texts, spans

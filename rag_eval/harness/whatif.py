@@ -45,22 +45,11 @@ class ContentDedupPostProcessor:
 
     def __call__(self, candidates: Iterable[RetrievedEvidenceCandidate]) -> PostProcessOutcome:
         unique, duplicates = dedup_by_key(sort_candidates(candidates))
-        kept: list[SelectedEvidence] = []
-        index_of_sha: dict[str, int] = {}
-        dropped: list[tuple[SelectedEvidence, str]] = []
+        by_sha: dict[str, list[SelectedEvidence]] = {}  # first of a text, then the ones dropped into it
         for sel in unique:
-            sha = content_sha(sel.primary.hit.content)
-            at = index_of_sha.get(sha)
-            if at is None:
-                index_of_sha[sha] = len(kept)
-                kept.append(sel)
-                continue
-            first = kept[at]
-            reasons = first.hit_reasons + tuple(r for r in sel.hit_reasons if r not in first.hit_reasons)
-            kept[at] = SelectedEvidence(
-                key=first.key, primary=first.primary, members=first.members, hit_reasons=reasons
-            )
-            dropped.append((sel, first.key))
+            by_sha.setdefault(content_sha(sel.primary.hit.content), []).append(sel)
+        kept = [_merged(same) for same in by_sha.values()]
+        dropped = [(sel, same[0].key) for same in by_sha.values() for sel in same[1:]]
         selected, trace = cap_and_return_n(
             kept, return_n=self.return_n, max_chunks_per_document=self.max_chunks_per_document
         )
@@ -77,6 +66,20 @@ class ContentDedupPostProcessor:
         )
         trace.sort(key=lambda e: (e.original_rank, e.key))
         return PostProcessOutcome(selected=tuple(selected), trace=tuple(trace))
+
+
+def _merged(same: list[SelectedEvidence]) -> SelectedEvidence:
+    """The first selection of a text, with the hit reasons of the others with that text added (each once)."""
+    first = same[0]
+    if len(same) == 1:
+        return first
+    reasons = list(first.hit_reasons)
+    seen = set(reasons)
+    for sel in same[1:]:
+        new = [r for r in sel.hit_reasons if r not in seen]
+        reasons.extend(new)
+        seen.update(new)
+    return SelectedEvidence(key=first.key, primary=first.primary, members=first.members, hit_reasons=tuple(reasons))
 
 
 WhatIf = Callable[[RagConfig], PostProcessor]

@@ -12,28 +12,56 @@ delivered documents in order of first delivery:
 
 Only judged queries (at least one relevant item) count for these; a judged query with an
 empty payload scores 0. The project's own measures are documented in the README.
+
+The functions on one row (``standard_measures``, ``content_duplicate_breakdown``, ...) state the
+definitions; ``per_query_frame`` and ``summarize`` compute them for a whole table column-wise
+(:mod:`rag_eval.metrics.perquery`), to the same values.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from rag_eval.core.identity import key_kind
-from rag_eval.harness.rows import LATENCY_COLUMNS
+from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
+from rag_eval.metrics import perquery
+from rag_eval.metrics.columns import flat_values
+from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of, measure_names
+
+__all__ = [
+    "COPY",
+    "PAIR_COLUMNS",
+    "SAME_TEXT",
+    "chunk_ranking",
+    "content_duplicate_breakdown",
+    "doc_of",
+    "doc_ranking",
+    "first_occurrences",
+    "latency_stats",
+    "max_chunks_per_document",
+    "measure_names",
+    "pair_frame",
+    "per_query_frame",
+    "quantile_ci",
+    "query_values",
+    "row_identity",
+    "same_doc_pairs",
+    "standard_measures",
+    "summarize",
+    "summary_frame",
+]
 
 
 def first_occurrences(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def doc_of(chunk_key: str) -> str:
-    return chunk_key.rsplit("#chunk-", 1)[0]
 
 
 def chunk_ranking(row: Mapping[str, Any]) -> list[str]:
@@ -68,13 +96,6 @@ def standard_measures(ranking: Sequence[str], qrels: Mapping[str, int], cutoffs:
     return out
 
 
-def measure_names(cutoffs: Sequence[int]) -> list[str]:
-    names: list[str] = []
-    for prefix in ("P", "R", "nDCG", "Success"):
-        names.extend(f"{prefix}@{k}" for k in cutoffs)
-    return [*names, "RR"]
-
-
 def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
     """(doc, relevant, delivered, recall, cap-aware recall) for each document with >= 2
     relevant chunks for this query."""
@@ -92,36 +113,6 @@ def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, i
     return out
 
 
-def _duplicates(keys: Sequence[str], shas: Sequence[str]) -> tuple[int, int]:
-    """(repeated keys, same content under a different key) among ``keys``, in order."""
-    dup_keys, dup_content = _content_duplicates(keys, shas)
-    return len(dup_keys), len(dup_content)
-
-
-def _content_duplicates(keys: Sequence[str], shas: Sequence[str]) -> tuple[list[int], list[tuple[int, int]]]:
-    """Positions of repeated keys, and (position, first position) of the same content under a
-    different key, among ``keys`` in order. The first position is the earliest item with that
-    content (the one the duplicate repeats)."""
-    seen_keys: set[str] = set()
-    first_of_sha: dict[str, int] = {}
-    keys_of_sha: dict[str, set[str]] = {}
-    dup_keys: list[int] = []
-    dup_content: list[tuple[int, int]] = []
-    for i, (key, sha) in enumerate(zip(keys, shas, strict=True)):
-        if key in seen_keys:
-            dup_keys.append(i)
-        elif sha in keys_of_sha and key not in keys_of_sha[sha]:
-            dup_content.append((i, first_of_sha[sha]))
-        seen_keys.add(key)
-        keys_of_sha.setdefault(sha, set()).add(key)
-        first_of_sha.setdefault(sha, i)
-    return dup_keys, dup_content
-
-
-COPY = "re-ingested copy"
-SAME_TEXT = "same text, other chunk"
-
-
 def row_identity(key: str, stored_doc_id: str) -> str:
     """What identity the row that carried a delivered chunk had, from its D1 key and stored doc id."""
     kind = key_kind(key)
@@ -136,27 +127,39 @@ def content_duplicate_breakdown(row: Mapping[str, Any]) -> list[dict[str, str]]:
     """Each delivered chunk whose normalised content was already delivered under another key:
     its cause (``re-ingested copy``: the same true chunk through a second row; ``same text,
     other chunk``: a different chunk with the same text, such as a page's v2 or boilerplate),
-    the D1 key kind of its row (``chunk``, ``vector``, ``rank``) and that row's identity."""
+    the D1 key kind of its row (``chunk``, ``vector``, ``rank``) and that row's identity.
+
+    A chunk is such a duplicate when its key is new in the payload and its content is not; it
+    repeats the first delivered chunk with that content."""
     keys, chunks, docs = row["member_keys"], row["member_chunks"], row["member_doc_ids"]
+    seen_keys: set[str] = set()
+    first_of_sha: dict[str, int] = {}
     out = []
-    for i, first in _content_duplicates(keys, row["member_content_sha"])[1]:
-        out.append(
-            {
-                "cause": COPY if chunks[i] == chunks[first] else SAME_TEXT,
-                "key_kind": key_kind(keys[i]),
-                "row_identity": row_identity(keys[i], docs[i]),
-            }
-        )
+    for i, (key, sha) in enumerate(zip(keys, row["member_content_sha"], strict=True)):
+        if key not in seen_keys and sha in first_of_sha:
+            out.append(
+                {
+                    "cause": COPY if chunks[i] == chunks[first_of_sha[sha]] else SAME_TEXT,
+                    "key_kind": key_kind(key),
+                    "row_identity": row_identity(key, docs[i]),
+                }
+            )
+        seen_keys.add(key)
+        first_of_sha.setdefault(sha, i)
     return out
 
 
-def true_document_counts(row: Mapping[str, Any]) -> Counter[str]:
-    """Delivered chunks per true document (every delivered chunk, copies included)."""
-    return Counter(doc_of(c) for c in row["member_chunks"] if not c.startswith("unknown:"))
+def as_arrow(table: pd.DataFrame | pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The per-query table's ``columns`` that are present, as Arrow (the run store's types)."""
+    if isinstance(table, pa.Table):
+        return table.select([c for c in columns if c in table.column_names])
+    present = [c for c in columns if c in table.columns]
+    schema = pa.schema([SCHEMA.field(c) for c in present])
+    return pa.Table.from_pandas(table[present], schema=schema, preserve_index=False)
 
 
 def per_query_frame(
-    table: pd.DataFrame,
+    table: pd.DataFrame | pa.Table,
     cutoffs: Sequence[int],
     caps: Mapping[str, int | None],
     checked_caps: Mapping[str, int | None] | None = None,
@@ -167,49 +170,17 @@ def per_query_frame(
     cap delivery is checked against (``cap_ok`` by stored doc id, ``cap_ok_true`` by true
     document; NaN where a config has none).
     """
-    checked = checked_caps or {}
-    records = []
-    for raw in table.to_dict("records"):
-        row: dict[str, Any] = {str(k): v for k, v in raw.items()}
-        rec: dict[str, Any] = {"query_id": row["query_id"], "config": row["config"], "judged": row["judged"]}
-        if row["judged"]:
-            qrels = dict(zip(row["relevant_chunks"], row["relevant_grades"], strict=True))
-            rec.update({f"chunk:{k}": v for k, v in standard_measures(chunk_ranking(row), qrels, cutoffs).items()})
-        if len(row["relevant_docs"]):
-            dq = dict(zip(row["relevant_docs"], row["relevant_doc_grades"], strict=True))
-            rec.update({f"doc:{k}": v for k, v in standard_measures(doc_ranking(row), dq, cutoffs).items()})
-        pairs = same_doc_pairs(row, caps.get(row["config"]))
-        rec["same_doc_pairs"] = len(pairs)
-        rec["same_doc_recall"] = float(np.mean([p[3] for p in pairs])) if pairs else math.nan
-        rec["same_doc_recall_cap_aware"] = float(np.mean([p[4] for p in pairs])) if pairs else math.nan
-        rec["_pairs"] = pairs
-        n_members = len(row["member_keys"])
-        dk, dc = _duplicates(row["member_keys"], row["member_content_sha"])
-        hk, hc = _duplicates(row["hit_keys"], row["hit_content_sha"])
-        causes = Counter(d["cause"] for d in content_duplicate_breakdown(row))
-        cap = checked.get(row["config"])
-        rec.update(
-            members=n_members,
-            dup_keys=dk,
-            dup_content=dc,
-            dup_content_copy=causes[COPY],
-            dup_content_same_text=causes[SAME_TEXT],
-            hits=len(row["hit_keys"]),
-            raw_dup_keys=hk,
-            raw_dup_content=hc,
-            cap_ok=math.nan if cap is None else float(not _over_cap(_stored_counts(row), cap)),
-            cap_ok_true=math.nan if cap is None else float(not _over_cap(true_document_counts(row), cap)),
-        )
-        records.append(rec)
-    return pd.DataFrame.from_records(records)
+    return perquery.compute(as_arrow(table, perquery.COLUMNS), cutoffs, caps, checked_caps or {}).frame
 
 
-def _pct(values: pd.Series, q: float) -> float:
+def _pct(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else math.nan
 
 
-def latency_stats(values: pd.Series) -> dict[str, float]:
-    v = values.astype(float)
+def latency_stats(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series) -> dict[str, float]:
+    """Percentiles, maximum and mean of the measured values (NaN, a query not timed, is left out)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
     return {
         "p50": _pct(v, 50),
         "p90": _pct(v, 90),
@@ -220,122 +191,197 @@ def latency_stats(values: pd.Series) -> dict[str, float]:
     }
 
 
+def quantile_ci(
+    values: Sequence[float] | np.ndarray[Any, Any], q: float = 0.95, level: float = 0.95
+) -> dict[str, float | int]:
+    """A distribution-free confidence interval for the ``q``-quantile of what ``values`` were sampled
+    from (NaN, a query not timed, is left out): the order statistics X(lo) <= X(hi) with
+    P(X(lo) <= quantile <= X(hi)) >= ``level``, from the binomial count of values below the quantile
+    (scipy.stats). ``low``/``high`` are NaN where the sample is too small to bound that side.
+
+    >>> ci = quantile_ci(np.arange(1.0, 1001.0))
+    >>> ci["timed_queries"], ci["p95_ci_low_us"], ci["p95_ci_high_us"], ci["p95_ci_coverage"] >= 0.95
+    (1000, 936.0, 964.0, True)
+    """
+    from scipy.stats import binom
+
+    v = np.sort(np.asarray(values, dtype=float))
+    v = v[~np.isnan(v)]
+    n = len(v)
+    tail = (1.0 - level) / 2.0
+    lo = int(binom.ppf(tail, n, q)) if n else 0  # X(lo) <= quantile unless fewer than lo values lie below
+    hi = int(binom.ppf(1.0 - tail, n, q)) + 1 if n else 0
+    coverage = float(binom.cdf(hi - 1, n, q) - binom.cdf(lo - 1, n, q)) if n else math.nan
+    return {
+        "timed_queries": n,
+        "p95_ci_low_us": float(v[lo - 1]) if 1 <= lo <= n else math.nan,
+        "p95_ci_high_us": float(v[hi - 1]) if 1 <= hi <= n else math.nan,
+        "p95_ci_coverage": coverage,
+    }
+
+
+LATENCY = ("search", "postprocess", "projection", "transform", "e2e")
+SUMMARY_COLUMNS = (
+    *perquery.COLUMNS,
+    "lost_stages",
+    "guard_references",
+    "guard_violations",
+    "n_blocks",
+    "payload_chars",
+    *(f"{stage}_us" for stage in LATENCY),
+)
+
+
+Rows: TypeAlias = pd.DataFrame | pa.Table | Iterable[pa.Table | pa.RecordBatch]
+SCALAR_COLUMNS = ("guard_references", "guard_violations", "n_blocks", "payload_chars", *LATENCY_COLUMNS)
+
+
+def arrow_batches(rows: Rows, columns: Sequence[str]) -> Iterator[pa.Table]:
+    """The per-query rows as Arrow tables of about :data:`perquery.BATCH_ROWS` rows, with those of
+    ``columns`` they have: a DataFrame or table is sliced, a stream of parts regrouped."""
+    if isinstance(rows, pd.DataFrame | pa.Table):
+        arrow = as_arrow(rows, columns)
+        for start in range(0, max(arrow.num_rows, 1), perquery.BATCH_ROWS):
+            yield arrow.slice(start, perquery.BATCH_ROWS)
+        return
+    for table in perquery.rebatched(rows):
+        yield table.select([c for c in columns if c in table.column_names])
+
+
 def summarize(
-    table: pd.DataFrame,
+    table: Rows,
     *,
     configs: Sequence[Mapping[str, Any]],
     cutoffs: Sequence[int],
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Metrics per config, and the per-query measures they were averaged from.
 
+    ``table``: the per-query rows, as a DataFrame, an Arrow table, or a stream of Arrow tables
+    (a run's parts, a Parquet file's batches: read one batch at a time, never all at once).
     ``configs``: dicts with ``name``, ``cap`` (the cap compliance is checked against: the
     config's D3 value, for legacy the production cap; None: not checked), ``cap_aware`` (the cap
     of the cap-aware recall; None for no cap) and ``return_n``.
     """
-    caps_aware = {c["name"]: c["cap_aware"] for c in configs}
-    measures = per_query_frame(table, cutoffs, caps_aware, {c["name"]: c["cap"] for c in configs})
+    scalars: dict[str, list[np.ndarray[Any, Any]]] = {name: [] for name in SCALAR_COLUMNS}
+    losses: list[tuple[np.ndarray[Any, Any], pa.Array]] = []
+    query_ids: list[pa.ChunkedArray] = []
+    offset = 0
+
+    def tapped() -> Iterator[pa.Table]:
+        """The batches on their way to the per-query measures; what the summary adds up beside them is kept."""
+        nonlocal offset
+        for batch in arrow_batches(table, SUMMARY_COLUMNS):
+            for name in SCALAR_COLUMNS:
+                scalars[name].append(_numbers(batch, name))
+            rows, stages = flat_values(batch, "lost_stages")
+            losses.append((rows + offset, stages))
+            query_ids.append(batch.column("query_id"))
+            offset += batch.num_rows
+            yield batch.select([c for c in perquery.COLUMNS if c in batch.column_names])
+
+    computed = perquery.compute(
+        tapped(), cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
+    )
+    m = computed.frame
+    column = {name: np.concatenate(parts) if parts else np.zeros(0) for name, parts in scalars.items()}
+    loss_rows = np.concatenate([r for r, _ in losses]) if losses else np.zeros(0, dtype=np.int64)
+    loss_stage = np.asarray([s for _, stages in losses for s in stages.to_pylist()], dtype=object)
+    config_of = m["config"].to_numpy(dtype=object)
+    ids = pa.chunked_array([c for ids in query_ids for c in ids.chunks], type=pa.string())
+    chunk_cols = [f"chunk:{n}" for n in measure_names(cutoffs)]
+    doc_cols = [f"doc:{n}" for n in measure_names(cutoffs)]
     out: dict[str, Any] = {}
     for cfg in configs:
         name = cfg["name"]
-        rows = table[table["config"] == name]
-        m = measures[measures["config"] == name]
-        judged = m[m["judged"]]
-        chunk_cols = [f"chunk:{n}" for n in measure_names(cutoffs)]
-        doc_cols = [f"doc:{n}" for n in measure_names(cutoffs)]
-        pairs = [p for ps in m["_pairs"] for p in ps]
-        members = int(m["members"].sum())
-        hits = int(m["hits"].sum())
-        violations = _cap_violations(rows, cfg["cap"], _stored_counts)
-        true_violations = _cap_violations(rows, cfg["cap"], true_document_counts)
-        breakdown = [
-            d for r in rows.to_dict("records") for d in content_duplicate_breakdown({str(k): v for k, v in r.items()})
-        ]
-        stage_losses = Counter(s for stages in rows["lost_stages"] for s in stages)
-        latency = {
-            col.removesuffix("_us"): latency_stats(rows[col])
-            for col in ("search_us", "postprocess_us", "projection_us", "transform_us", "e2e_us")
-        }
+        mine = config_of == name
+        rows = np.flatnonzero(mine)
+        sub = m[mine]
+        judged = sub[sub["judged"].to_numpy(dtype=bool)]
+        pairs = computed.pairs[mine[computed.pairs["row"].to_numpy()]] if len(computed.pairs) else computed.pairs
+        breakdown = computed.breakdown[mine[computed.breakdown["row"].to_numpy()]]
+        members = int(sub["members"].sum())
+        hits = int(sub["hits"].sum())
+        violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
+        true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
+        stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
+        latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in LATENCY}
         mean_e2e = latency["e2e"]["mean"]
+        references = int(column["guard_references"][rows].sum())
+        n_blocks = column["n_blocks"][rows]
+        copies = int((breakdown["cause"] == COPY).sum())
         out[name] = {
             "queries": len(rows),
             "judged_queries": len(judged),
-            "same_doc_multi_chunk_recall": _mean([p[3] for p in pairs]),
-            "same_doc_multi_chunk_recall_cap_aware": _mean([p[4] for p in pairs]),
+            "same_doc_multi_chunk_recall": _mean(pairs["recall"]),
+            "same_doc_multi_chunk_recall_cap_aware": _mean(pairs["cap_aware"]),
             "same_doc_pairs": len(pairs),
-            "duplicate_rate": _ratio(int(m["dup_keys"].sum()), members),
-            "content_duplicate_rate": _ratio(int(m["dup_content"].sum()), members),
-            "raw_duplicate_rate": _ratio(int(m["raw_dup_keys"].sum()), hits),
-            "raw_content_duplicate_rate": _ratio(int(m["raw_dup_content"].sum()), hits),
+            "duplicate_rate": _ratio(int(sub["dup_keys"].sum()), members),
+            "content_duplicate_rate": _ratio(int(sub["dup_content"].sum()), members),
+            "raw_duplicate_rate": _ratio(int(sub["raw_dup_keys"].sum()), hits),
+            "raw_content_duplicate_rate": _ratio(int(sub["raw_dup_content"].sum()), hits),
             "content_duplicates": {
                 "total": len(breakdown),
-                **{
-                    f"by_{field}": dict(sorted(Counter(d[field] for d in breakdown).items()))
-                    for field in ("cause", "key_kind", "row_identity")
-                },
+                **{f"by_{field}": _counts(breakdown[field]) for field in ("cause", "key_kind", "row_identity")},
             },
-            "content_duplicate_rate_copies": _ratio(sum(d["cause"] == COPY for d in breakdown), members),
-            "content_duplicate_rate_same_text": _ratio(sum(d["cause"] == SAME_TEXT for d in breakdown), members),
+            "content_duplicate_rate_copies": _ratio(copies, members),
+            "content_duplicate_rate_same_text": _ratio(len(breakdown) - copies, members),
             "cap_checked": cfg["cap"],
             "cap_checked_source": cfg.get("cap_source", "config"),
-            "cap_compliance": _compliance(rows, violations, cfg["cap"]),
-            "cap_violations": violations[:50],
-            "n_cap_violations": len(violations),
-            "cap_compliance_true": _compliance(rows, true_violations, cfg["cap"]),
-            "true_cap_violations": true_violations[:50],
-            "n_true_cap_violations": len(true_violations),
-            "evidence_guard_1to1": _ratio(
-                int(rows["guard_references"].sum() - rows["guard_violations"].sum()),
-                int(rows["guard_references"].sum()),
-            ),
-            "return_n_compliance": _ratio(int((rows["n_blocks"] <= cfg["return_n"]).sum()), len(rows)),
-            "chunk": {c.split(":", 1)[1]: _mean(judged[c]) if c in judged else math.nan for c in chunk_cols},
-            "doc": {c.split(":", 1)[1]: _mean(m[c].dropna()) if c in m else math.nan for c in doc_cols},
+            "cap_compliance": compliance,
+            "cap_violations": violations,
+            "n_cap_violations": n_violations,
+            "cap_compliance_true": true_compliance,
+            "true_cap_violations": true_violations,
+            "n_true_cap_violations": n_true,
+            "evidence_guard_1to1": _ratio(references - int(column["guard_violations"][rows].sum()), references),
+            "return_n_compliance": _ratio(int((n_blocks <= cfg["return_n"]).sum()), len(rows)),
+            "chunk": {c.split(":", 1)[1]: _mean(judged[c]) for c in chunk_cols},
+            "doc": {c.split(":", 1)[1]: _mean(sub[c].dropna()) for c in doc_cols},
             "payload": {
-                "chars_p50": _pct(rows["payload_chars"], 50),
-                "chars_p95": _pct(rows["payload_chars"], 95),
-                "blocks_p50": _pct(rows["n_blocks"], 50),
-                "blocks_p95": _pct(rows["n_blocks"], 95),
+                "chars_p50": _pct(column["payload_chars"][rows], 50),
+                "chars_p95": _pct(column["payload_chars"][rows], 95),
+                "blocks_p50": _pct(n_blocks, 50),
+                "blocks_p95": _pct(n_blocks, 95),
                 "chunks_delivered_mean": _ratio(members, len(rows)),
             },
-            "stage_losses": dict(sorted(stage_losses.items())),
+            "stage_losses": stage_losses,
             "latency_us": latency,
             "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
+            "search_latency": quantile_ci(column["search_us"][rows]),
         }
-    return out, measures.drop(columns=["_pairs"])
+    return out, m
 
 
-def _stored_counts(row: Mapping[str, Any]) -> Counter[str]:
-    """Delivered chunks per doc id as stored (rows without one are not counted: D3 gives each its own bucket)."""
-    return Counter(d for d in row["member_doc_ids"] if d)
+def _numbers(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
+    return np.asarray(table.column(name).to_numpy(), dtype=float) if name in table.column_names else np.zeros(0)
 
 
-def _over_cap(counts: Counter[str], cap: int) -> bool:
-    return any(n > cap for n in counts.values())
-
-
-def _cap_violations(
-    rows: pd.DataFrame, cap: int | None, counter: Callable[[Mapping[str, Any]], Counter[str]]
-) -> list[dict[str, Any]]:
+def _violations(
+    over_cap: pd.DataFrame, query_ids: pa.ChunkedArray, mine: np.ndarray[Any, Any], by: str, cap: int | None
+) -> tuple[list[dict[str, Any]], int, float]:
+    """The first 50 (query, document) pairs of this config above ``cap`` (by query, then document),
+    how many there are, and the share of queries without any (NaN without a cap)."""
+    n_rows = int(mine.sum())
     if cap is None:
-        return []
-    out = []
-    for raw in rows.to_dict("records"):
-        row = {str(k): v for k, v in raw.items()}
-        for doc, n in sorted(counter(row).items()):
-            if n > cap:
-                out.append({"query_id": row["query_id"], "doc_id": doc, "chunks": n, "cap": cap})
-    return out
+        return [], 0, math.nan
+    over = over_cap[(over_cap["by"] == by).to_numpy() & mine[over_cap["row"].to_numpy()]]
+    rows = over["row"].to_numpy()
+    qids = query_ids.take(pa.array(rows[:50], type=pa.int64())).to_pylist()
+    first = [
+        {"query_id": q, "doc_id": d, "chunks": int(n), "cap": cap}
+        for q, d, n in zip(qids, over["doc_id"].iloc[:50], over["chunks"].iloc[:50], strict=True)
+    ]
+    violating = len(pc.unique(query_ids.take(pa.array(rows, type=pa.int64()))))
+    return first, len(over), _ratio(n_rows - violating, n_rows)
 
 
-def _compliance(rows: pd.DataFrame, violations: list[dict[str, Any]], cap: int | None) -> float:
-    """Share of queries with no document over the cap; NaN when there is no cap to check."""
-    if cap is None:
-        return math.nan
-    return _ratio(len(rows) - len({v["query_id"] for v in violations}), len(rows))
+def _counts(values: pd.Series) -> dict[str, int]:
+    """How often each value occurs, by value."""
+    return {str(k): int(v) for k, v in sorted(values.value_counts(sort=False).items())}
 
 
-def _mean(values: Iterable[float] | pd.Series) -> float:
-    arr = np.asarray(list(values), dtype=float)
+def _mean(values: Sequence[float] | pd.Series) -> float:
+    arr = np.asarray(values, dtype=float)
     return float(arr.mean()) if arr.size else math.nan
 
 
@@ -364,6 +410,10 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
                 )
             elif key == "stage_losses":
                 row.update({f"lost:{stage}": n for stage, n in value.items()})
+            elif key == "search_latency":
+                row.update(
+                    {f"search_latency:{k}": ", ".join(v) if isinstance(v, list) else v for k, v in value.items()}
+                )
             elif key == "content_duplicates":
                 row["content_duplicates"] = value["total"]
                 row.update(
@@ -389,9 +439,10 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
 PAIR_COLUMNS = ("query_id", "config", "doc_id", "relevant", "delivered", "recall", "recall_cap_aware")
 
 
-def pair_frame(table: pd.DataFrame, caps: Mapping[str, int | None]) -> pd.DataFrame:
+def pair_frame(table: Rows, caps: Mapping[str, int | None]) -> pd.DataFrame:
     """One row per (query, config, document with >= 2 relevant chunks): the units that
-    same-document multi-chunk recall averages over, so a comparison can pair them.
+    same-document multi-chunk recall averages over, so a comparison can pair them
+    (:func:`same_doc_pairs` for every row, computed column-wise; a stream is read one batch at a time).
 
     ``caps``: config -> the cap of the cap-aware recall (None: no cap).
 
@@ -400,13 +451,25 @@ def pair_frame(table: pd.DataFrame, caps: Mapping[str, int | None]) -> pd.DataFr
     >>> pair_frame(t, {"c": 1})[["doc_id", "relevant", "delivered", "recall", "recall_cap_aware"]].to_dict("records")
     [{'doc_id': 'd', 'relevant': 2, 'delivered': 1, 'recall': 0.5, 'recall_cap_aware': 1.0}]
     """
-    records = [
-        (row["query_id"], row["config"], doc, relevant, got, recall, cap_aware)
-        for raw in table[["query_id", "config", "relevant_chunks", "delivered_relevant"]].to_dict("records")
-        for row in [{str(k): v for k, v in raw.items()}]
-        for doc, relevant, got, recall, cap_aware in same_doc_pairs(row, caps.get(row["config"]))
-    ]
-    return pd.DataFrame.from_records(records, columns=list(PAIR_COLUMNS))
+    frames = []
+    for batch in arrow_batches(table, ("query_id", "config", "relevant_chunks", "delivered_relevant")):
+        pairs = perquery.same_doc_pairs(batch, caps)
+        rows = pa.array(pairs["row"].to_numpy(), type=pa.int64())
+        frames.append(
+            pd.DataFrame(
+                {
+                    "query_id": batch.column("query_id").take(rows).to_pylist(),
+                    "config": batch.column("config").take(rows).to_pylist(),
+                    "doc_id": pairs["doc_id"].tolist(),
+                    "relevant": pairs["relevant"].to_numpy(),
+                    "delivered": pairs["delivered"].to_numpy(),
+                    "recall": pairs["recall"].to_numpy(),
+                    "recall_cap_aware": pairs["cap_aware"].to_numpy(),
+                },
+                columns=list(PAIR_COLUMNS),
+            )
+        )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(PAIR_COLUMNS))
 
 
 def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
@@ -422,7 +485,7 @@ def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
     return max(counts.values(), default=1 if len(doc_ids) else 0)
 
 
-def query_values(table: pd.DataFrame, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
+def query_values(table: Rows, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
     """Every per-query value a comparison pairs on, one row per (query, config): the columns of
     :func:`per_query_frame`, and
 
@@ -433,25 +496,36 @@ def query_values(table: pd.DataFrame, *, configs: Sequence[Mapping[str, Any]], c
     ``guard_refs``        distinct chunk references; ``guard_ok`` those EvidenceGuard maps 1:1
     ``payload_chars``, ``n_blocks`` and the latency columns (microseconds) as the table has them
 
+    ``table``: the rows as for :func:`summarize` (a stream is read one batch at a time).
     ``configs``: dicts with ``name``, ``cap``, ``cap_aware`` and ``return_n`` (see :func:`summarize`).
     """
-    by_name = {c["name"]: c for c in configs}
-    frame = per_query_frame(
-        table, cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
-    ).drop(columns=["_pairs"])
-    return_n = table["config"].map(lambda name: by_name[name]["return_n"])
-    max_chunks = table["member_doc_ids"].map(lambda ids: max_chunks_per_document(list(ids)))
-    extra = pd.DataFrame(
-        {
-            "max_doc_chunks": max_chunks.astype(float).to_numpy(),
-            "return_n_ok": (table["n_blocks"] <= return_n).astype(float).to_numpy(),
-            "guard_refs": table["guard_references"].astype(float).to_numpy(),
-            "guard_ok": (table["guard_references"] - table["guard_violations"]).astype(float).to_numpy(),
-            "payload_chars": table["payload_chars"].astype(float).to_numpy(),
-            "n_blocks": table["n_blocks"].astype(float).to_numpy(),
-            **{col: table[col].astype(float).to_numpy() for col in LATENCY_COLUMNS},
-        },
-        index=frame.index,
-    )
-    return pd.concat([frame, extra], axis=1)
+    return_n = {c["name"]: float(c["return_n"]) for c in configs}
+    extras: list[pd.DataFrame] = []
 
+    def tapped() -> Iterator[pa.Table]:
+        for batch in arrow_batches(table, (*perquery.COLUMNS, *SCALAR_COLUMNS)):
+            n_blocks = _numbers(batch, "n_blocks")
+            limit = np.array([return_n[c] for c in batch.column("config").to_pylist()], dtype=float)
+            refs = _numbers(batch, "guard_references")
+            extras.append(
+                pd.DataFrame(
+                    {
+                        "return_n_ok": (n_blocks <= limit).astype(float),
+                        "guard_refs": refs,
+                        "guard_ok": refs - _numbers(batch, "guard_violations"),
+                        "payload_chars": _numbers(batch, "payload_chars"),
+                        "n_blocks": n_blocks,
+                        **{col: _numbers(batch, col) for col in LATENCY_COLUMNS},
+                    }
+                )
+            )
+            yield batch.select(list(perquery.COLUMNS))
+
+    computed = perquery.compute(
+        tapped(), cutoffs, {c["name"]: c["cap_aware"] for c in configs}, {c["name"]: c["cap"] for c in configs}
+    )
+    frame = computed.frame
+    extra = pd.concat(extras, ignore_index=True) if extras else pd.DataFrame()
+    extra.insert(0, "max_doc_chunks", computed.max_doc_chunks.astype(float))
+    extra.index = frame.index
+    return pd.concat([frame, extra], axis=1)

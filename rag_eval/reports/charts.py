@@ -123,8 +123,9 @@ def sweep(
 
 
 def latency(per_query: pd.DataFrame, names: Sequence[str]) -> str | None:
-    """Per stage, a box per config (5th to 95th percentile whiskers, median line), log scale."""
-    stages = [s for s in LATENCY_STAGES if f"{s}_us" in per_query.columns]
+    """Per stage, a box per config (5th to 95th percentile whiskers, median line), log scale. Queries
+    whose search was not timed (NaN) are left out; a stage nobody timed is not drawn."""
+    stages = [s for s in LATENCY_STAGES if f"{s}_us" in per_query.columns and per_query[f"{s}_us"].notna().any()]
     if not stages or per_query.empty:
         return None
     groups = {n: g for n, g in per_query.groupby("config", sort=False)}
@@ -133,7 +134,8 @@ def latency(per_query: pd.DataFrame, names: Sequence[str]) -> str | None:
         fig = _figure(6.4, len(stages) * (0.28 * len(present) + 0.75), hspace=0.55)
         axes = fig.subplots(len(stages), 1, squeeze=False)[:, 0]
         for ax, stage in zip(axes, stages, strict=True):
-            data = [np.clip(groups[n][f"{stage}_us"].to_numpy(dtype=float), 0.1, None) for n in present]
+            values = [groups[n][f"{stage}_us"].to_numpy(dtype=float) for n in present]
+            data = [np.clip(v[~np.isnan(v)], 0.1, None) for v in values]
             ax.boxplot(data, orientation="horizontal", whis=(5, 95), showfliers=False, widths=0.6)
             ax.set_yticks(range(1, len(present) + 1), present)
             ax.invert_yaxis()

@@ -20,7 +20,7 @@ were kept, for ``return_n`` the last block that made it, for a projector budget 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,25 +131,37 @@ def build_drilldown(
     texts: pd.DataFrame | None,
     spans: pd.DataFrame | None,
     max_queries: int = DEFAULT_MAX_QUERIES,
+    rows_of: Callable[[Sequence[str]], pd.DataFrame] | None = None,
 ) -> Drilldown:
+    """The drill-down of the queries :func:`_select` keeps. ``per_query`` needs query_id, config,
+    query_index, relevant_chunks and delivered_relevant for every row; the other columns are read
+    for the kept queries only, through ``rows_of`` when given (else ``per_query`` has them)."""
     if max_queries < 1:
         raise ValueError("max_queries must be >= 1")
-    by_query: dict[str, dict[str, dict[str, Any]]] = {}
+    delivered_of: dict[str, dict[str, int]] = {}
+    relevant_of: dict[str, int] = {}
     index: dict[str, int] = {}
-    for raw in per_query.to_dict("records"):
-        row = {str(k): v for k, v in raw.items()}
-        by_query.setdefault(row["query_id"], {})[row["config"]] = row
-        index[row["query_id"]] = int(row["query_index"])
-    order = sorted(by_query, key=lambda q: (index[q], q))
+    columns = [per_query[c].tolist() for c in ("query_id", "config", "query_index")]
+    lengths = [per_query[c].map(len).tolist() for c in ("delivered_relevant", "relevant_chunks")]
+    for q, config, position, got, rel in zip(*columns, *lengths, strict=True):
+        delivered_of.setdefault(q, {})[config] = got
+        relevant_of.setdefault(q, rel)
+        index[q] = int(position)
+    order = sorted(delivered_of, key=lambda q: (index[q], q))
     bi = list(names).index(baseline)
     stats: dict[str, tuple[int, float, int]] = {}
     for q in order:
-        got = [len(by_query[q][n]["delivered_relevant"]) if n in by_query[q] else 0 for n in names]
-        rel = len(next(iter(by_query[q].values()))["relevant_chunks"])
+        got = [delivered_of[q].get(n, 0) for n in names]
+        rel = relevant_of[q]
         change = max((abs(d - got[bi]) for d in got), default=0)
         share = sum(got) / (rel * len(names)) if rel else 1.0
         stats[q] = (change, share, rel)
     kept = _select(stats, order, max_queries)
+    full = rows_of(list(kept)) if rows_of is not None else per_query[per_query["query_id"].isin(list(kept))]
+    by_query: dict[str, dict[str, dict[str, Any]]] = {}
+    for raw in full.to_dict("records"):
+        row = {str(k): v for k, v in raw.items()}
+        by_query.setdefault(row["query_id"], {})[row["config"]] = row
     text_rows = {str(t.chunk): t for t in texts.itertuples(index=False)} if texts is not None else {}
 
     span_of: dict[str, list[tuple[str, int, int]]] = {}

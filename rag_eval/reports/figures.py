@@ -63,6 +63,7 @@ def recall_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
         confidence_level=0.95,
         method="percentile",
         rng=np.random.default_rng(BOOTSTRAP_SEED),
+        batch=None if len(s) <= 1000 else max(1, 2_000_000 // len(s)),  # bounded memory at 100,000 queries
     )
     return value, float(res.confidence_interval.low), float(res.confidence_interval.high)
 

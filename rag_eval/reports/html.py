@@ -103,7 +103,13 @@ def render_context(data: RunData, *, max_queries: int | None = None) -> dict[str
     summary, manifest = data.summary, data.manifest
     limit = max_queries or _max_queries(manifest)
     drill = build_drilldown(
-        data.per_query, data.names, data.baseline, texts=data.texts, spans=data.spans, max_queries=limit
+        data.per_query,
+        data.names,
+        data.baseline,
+        texts=data.texts,
+        spans=data.spans,
+        max_queries=limit,
+        rows_of=data.rows_of,
     )
     names, differ, same = config_diff(manifest.get("configs") or [])
     hashes = {str(c["name"]): str(c.get("hash", "")) for c in manifest.get("configs") or []}

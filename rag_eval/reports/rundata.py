@@ -16,18 +16,34 @@ rag_eval.core.errors.ReportInputError: compare.json: field 'comparisons': missin
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ReportInputError, RunDirectoryError
 from rag_eval.harness.load_file import belongs_to, read_load
 
 COMPARE_FILE = "compare.json"
+# what the report reads of every row: a 100,000-query run's rows do not fit in memory whole as pandas objects
+OVERVIEW_COLUMNS = (
+    "query_id",
+    "config",
+    "query_index",
+    "judged",
+    "relevant_chunks",
+    "delivered_relevant",
+    "transform_us",
+    "search_us",
+    "postprocess_us",
+    "projection_us",
+    "e2e_us",
+)
 TIME_COLUMNS = ("night", "date", "started", "timestamp", "time")
 
 
@@ -38,12 +54,14 @@ class RunData:
     dir: Path
     summary: dict[str, Any]
     manifest: dict[str, Any]
-    per_query: pd.DataFrame
+    per_query: pd.DataFrame  # the columns of OVERVIEW_COLUMNS, every row
     texts: pd.DataFrame | None  # one row per chunk; None for runs written before texts.parquet
     spans: pd.DataFrame | None
     compare: dict[str, Any] | None
     history: pd.DataFrame | None
     load: dict[str, Any] | None = None  # load.json when it belongs to this run (rag-eval load, or a [load] table)
+    # every column of the rows of the given queries (the drill-down's): read from per_query.parquet on demand
+    rows_of: Callable[[Sequence[str]], pd.DataFrame] | None = None
 
     @property
     def names(self) -> list[str]:
@@ -110,10 +128,25 @@ def check_compare(data: Mapping[str, Any], path: str) -> dict[str, Any]:
     return dict(data)
 
 
-def _read_parquet(path: Path) -> pd.DataFrame:
+def _read_parquet(
+    path: Path, columns: Sequence[str] | None = None, query_ids: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """``path`` as a DataFrame: only those of ``columns`` it has, only the rows of ``query_ids`` when given."""
     try:
-        frame: pd.DataFrame = pq.read_table(path).to_pandas()
-        return frame
+        present = set(pq.read_schema(path).names)
+        wanted = None if columns is None else [c for c in columns if c in present]
+        if query_ids is None:
+            frame: pd.DataFrame = pq.read_table(path, columns=wanted).to_pandas()
+            return frame
+        keep = pa.array(list(query_ids), type=pa.string())
+        parts = [  # a batch at a time: only the rows asked for are ever kept
+            batch.filter(pc.is_in(batch.column("query_id"), value_set=keep))
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=4096, columns=wanted)
+        ]
+        table = pa.Table.from_batches(parts) if parts else pq.read_schema(path).empty_table()
+        pa.default_memory_pool().release_unused()
+        rows: pd.DataFrame = table.to_pandas()
+        return rows
     except FileNotFoundError as exc:
         raise ReportInputError("not found: is this a run directory?", path=str(path)) from exc
     except OSError as exc:  # pyarrow raises OSError (ArrowInvalid) for files that are not Parquet
@@ -165,7 +198,12 @@ def load_run(
         if key not in summary:
             raise ReportInputError("missing", path=str(data_dir / "summary.json"), field=key)
     manifest = _read_json(data_dir / "manifest.json")
-    per_query = _read_parquet(data_dir / "per_query.parquet")
+    per_query_path = data_dir / "per_query.parquet"
+    per_query = _read_parquet(per_query_path, OVERVIEW_COLUMNS)
+
+    def rows_of(query_ids: Sequence[str]) -> pd.DataFrame:
+        return _read_parquet(per_query_path, query_ids=query_ids)
+
     texts = spans = None
     if (data_dir / "texts.parquet").is_file():
         texts = _read_parquet(data_dir / "texts.parquet")
@@ -181,6 +219,7 @@ def load_run(
         summary=summary,
         manifest=manifest,
         per_query=per_query,
+        rows_of=rows_of,
         texts=texts,
         spans=spans,
         compare=cmp,

@@ -1,59 +1,73 @@
-"""Post-process latency (pytest-benchmark; `make bench`). `make test` runs each once, untimed.
+"""Post-process + projection (everything after the port returns, up to the payload), and the search it
+is a share of (`make bench` times them; `make test` runs each once).
 
-Inputs are realistic: hits from a clapnq-like result list (several chunks per document, some
-true duplicates and legacy rows), at the retrieve widths the experiments use.
+Inputs are the realistic candidate mix of :mod:`tests.benchmarks.synthetic` at retrieve-k 20 to 10,000
+and return-n 5 and 50; the worst case is 10,000 copies of one chunk against 10,000 distinct hits; the
+search is one query per call through the adapter at the same k, on Milvus Lite and (when one is named)
+a Milvus server, on a collection of the same mix.
 """
 
 from __future__ import annotations
-
-import random
 
 import pytest
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import Pipeline
 from rag_eval.core.transform import KnowledgeQueryTransformer
-from rag_eval.core.types import KnowledgeSearchHit, to_candidates
+from rag_eval.core.types import KnowledgeSearchRequest
+from tests.benchmarks import synthetic
+from tests.benchmarks.conftest import K_SWEEP, Collection, Results, queries_cycle
 
 HINTS = KnowledgeQueryTransformer().transform("replica lag keeps growing after the failover")
+CASES = [(k, n) for k in K_SWEEP for n in (5, 50) if k >= n]
 
 
-def hits(n: int, seed: int = 1) -> list[KnowledgeSearchHit]:
-    rnd = random.Random(seed)
-    out = []
-    for i in range(n):
-        doc = f"doc-{rnd.randrange(max(2, n // 4))}"
-        legacy = rnd.random() < 0.1
-        out.append(
-            KnowledgeSearchHit(
-                id=str(i),
-                content="x" * rnd.randrange(100, 400),
-                score=1.0 - i / (n * 1.5) + rnd.random() * 1e-3,
-                doc_id=doc,
-                chunk_index=None if legacy else rnd.randrange(12),
-                vector_id=str(i),
-                source=f"kb/{doc}.md",
-            )
-        )
-    return out
+@pytest.mark.parametrize(("k", "n"), CASES, ids=[f"evidence-k{k}-n{n}" for k, n in CASES])
+def test_postprocess(benchmark, results: Results, k: int, n: int) -> None:  # type: ignore[no-untyped-def]
+    pipeline = Pipeline(RagConfig.from_mapping({"rag.retrieve-k": k, "rag.return-n": n}))
+    hits = synthetic.hits(k)
+    record = benchmark(pipeline.process, HINTS, hits)
+    results.record(f"postprocess[evidence-k{k}-n{n}]", benchmark)
+    assert len(record.payload.excerpts) <= n and len(record.hits) == k
 
 
-@pytest.mark.parametrize(
-    ("pipeline", "width"), [("evidence", 20), ("evidence", 50), ("evidence", 200), ("legacy", 5)]
-)
-def test_postprocess_pack_project(benchmark, pipeline: str, width: int) -> None:  # type: ignore[no-untyped-def]
-    """The whole post-search path of one lookup: candidates, post-process, pack, assemble, project."""
-    if pipeline == "legacy":
-        config = RagConfig.from_mapping({"rag.pipeline": "legacy", "rag.top-k": width})
-    else:
-        config = RagConfig.from_mapping({"rag.retrieve-k": width, "rag.return-n": 5})
-    record = benchmark(Pipeline(config).process, HINTS, hits(width))
-    assert len(record.payload.excerpts) <= 5 and len(record.candidates) == width
+@pytest.mark.parametrize("pipeline", ["legacy-merge", "legacy-first"])
+@pytest.mark.parametrize("k", [5, 20])
+def test_postprocess_legacy(benchmark, results: Results, pipeline: str, k: int) -> None:  # type: ignore[no-untyped-def]
+    config = RagConfig.from_mapping({"rag.pipeline": pipeline, "rag.top-k": k})
+    record = benchmark(Pipeline(config).process, HINTS, synthetic.hits(k))
+    results.record(f"postprocess[{pipeline}-k{k}]", benchmark)
+    assert len(record.payload.excerpts) <= k
 
 
-@pytest.mark.parametrize("width", [20, 200])
-def test_postprocessor_alone(benchmark, width: int) -> None:  # type: ignore[no-untyped-def]
-    pipe = Pipeline(RagConfig().with_(retrieve_k=width))
-    candidates = to_candidates(hits(width))
-    outcome = benchmark(pipe.postprocessor, candidates)
-    assert len(outcome.trace) == width
+@pytest.mark.parametrize("case", ["copies", "distinct"])
+def test_worst_case_many_copies_of_one_chunk(benchmark, results: Results, case: str) -> None:  # type: ignore[no-untyped-def]
+    pipeline = Pipeline(RagConfig.from_mapping({"rag.retrieve-k": 10_000, "rag.return-n": 5}))
+    hits = synthetic.copies(10_000) if case == "copies" else synthetic.distinct(10_000)
+    record = benchmark(pipeline.process, HINTS, hits)
+    results.record(f"worst_case[{case}]", benchmark)
+    blocks = record.result.blocks
+    assert len(blocks) == (1 if case == "copies" else 5)
+    if case == "copies":
+        assert len(blocks[0].hit_reasons) == 10_000  # every copy's reason merged, once
+
+
+def _search(benchmark, results: Results, collection: Collection, k: int) -> None:  # type: ignore[no-untyped-def]
+    next_query = queries_cycle()
+    with collection.port() as port:
+        port.search(KnowledgeSearchRequest(query=next_query(), top_k=k))  # warm-up
+        hits = benchmark(lambda: port.search(KnowledgeSearchRequest(query=next_query(), top_k=k)))
+    results.record(f"search[{collection.backend}-k{k}]", benchmark)
+    assert 0 < len(hits) <= k
+
+
+@pytest.mark.milvus_lite
+@pytest.mark.parametrize("k", K_SWEEP, ids=[f"lite-k{k}" for k in K_SWEEP])
+def test_search_lite(benchmark, results: Results, lite_collection: Collection, k: int) -> None:  # type: ignore[no-untyped-def]
+    _search(benchmark, results, lite_collection, k)
+
+
+@pytest.mark.milvus_server
+@pytest.mark.parametrize("k", K_SWEEP, ids=[f"server-k{k}" for k in K_SWEEP])
+def test_search_server(benchmark, results: Results, server_collection: Collection, k: int) -> None:  # type: ignore[no-untyped-def]
+    _search(benchmark, results, server_collection, k)

@@ -150,6 +150,25 @@ def test_legacy_against_evidence_on_production_rows(default_run: tuple[Experimen
         assert all("/" in k for keys in lg["returned_keys"] for k in keys)  # document_id = source path
 
 
+def test_latency_figures_say_how_and_on_which_backend_they_were_measured(
+    default_run: tuple[Experiment, jobs.RunResult],
+) -> None:
+    _, result = default_run
+    latency = result.summary["latency"]
+    assert latency["backend"].startswith("Milvus Lite") and latency["search"]["mode"] == "sample"
+    assert latency["search"]["timed_queries"] == latency["search"]["queries"] == 264  # fewer than the sample
+    assert latency["search"]["timing_seconds"] > 0 and "one query per call" in latency["search"]["method"]
+    evidence = result.summary["configs"]["evidence"]
+    timing = evidence["search_latency"]
+    assert timing["timed_search"] == "dense, no filter, retrieve-k 20"
+    assert timing["shared_with"] == ["whatif-content-dedup"]
+    assert timing["timed_queries"] == 264
+    assert timing["p95_ci_low_us"] <= evidence["latency_us"]["search"]["p95"] <= timing["p95_ci_high_us"]
+    report = (result.out / "report.md").read_text()
+    assert "264 of 264 queries timed (every query) on Milvus Lite" in report
+    assert "(shared with whatif-content-dedup)" in report and "search p95, 95% interval" in report
+
+
 def test_second_ingest_reuses_the_collection(tmp_path: Path) -> None:
     exp = experiment(tmp_path)
     first = jobs.ingest(exp)
@@ -168,7 +187,7 @@ def test_resume_after_a_crash_gives_the_same_rows(tmp_path: Path, monkeypatch: p
     exp = experiment(tmp_path, batch_size=32, query_limit=150)
     whole = jobs.run_experiment(exp, tmp_path / "whole")
 
-    original = Replayer.run_batch
+    original = Replayer.lookups
     calls = {"n": 0}
 
     def crashing(self: Replayer, batch: object) -> object:
@@ -177,12 +196,12 @@ def test_resume_after_a_crash_gives_the_same_rows(tmp_path: Path, monkeypatch: p
             raise RuntimeError("simulated crash")
         return original(self, batch)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Replayer, "run_batch", crashing)
+    monkeypatch.setattr(Replayer, "lookups", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         jobs.run_experiment(exp, tmp_path / "resumed")
     assert not (tmp_path / "resumed" / "per_query.parquet").exists()
     assert len(list((tmp_path / "resumed" / ".parts").glob("batch-*.parquet"))) == 2
-    monkeypatch.setattr(Replayer, "run_batch", original)
+    monkeypatch.setattr(Replayer, "lookups", original)
     resumed = jobs.run_experiment(exp, tmp_path / "resumed", resume=True)
     assert resumed.resumed_batches == 2
     pd.testing.assert_frame_equal(

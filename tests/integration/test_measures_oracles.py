@@ -18,6 +18,7 @@ from rag_eval.harness.experiment import Experiment, load_experiment, with_overri
 from rag_eval.metrics.measures import per_query_frame
 from tests.conftest import SHIPPED
 from tests.integration.test_harness_lite import check_against_pytrec_eval, read_trec_qrels, read_trec_run
+from tests.unit.measures_equivalence import assert_same_measures
 
 pytestmark = [pytest.mark.milvus_lite, pytest.mark.slow]
 ir_measures = pytest.importorskip("ir_measures")
@@ -70,6 +71,12 @@ def test_standard_measures_equal_ir_measures_and_pytrec_eval(shipped_run: tuple[
                     sum(expected.values()) / len(expected)
                 )
     assert over_cutoff > 0
+
+
+def test_column_wise_measures_equal_the_row_by_row_definitions(shipped_run: tuple[Experiment, Path]) -> None:
+    exp, out = shipped_run
+    table = pq.read_table(out / "per_query.parquet")
+    assert_same_measures(table, jobs.config_rows(exp), exp.cutoffs)
 
 
 def test_bounded_measures_stay_in_the_unit_interval(shipped_run: tuple[Experiment, Path]) -> None:

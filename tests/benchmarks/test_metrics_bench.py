@@ -1,0 +1,56 @@
+"""The measures of a run, column-wise, beside pytrec_eval on the same rows (`make bench` times them).
+
+100,000 per-query rows of 20 delivered chunks each (:func:`tests.benchmarks.synthetic.per_query_table`):
+``summarize`` computes every measure of the summary (standard measures at chunk and document level,
+duplicates, caps, same-document recall, losses, latency); pytrec_eval computes the chunk-level standard
+measures only, from dictionaries built beforehand (not timed).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from rag_eval.metrics.measures import summarize
+from tests.benchmarks import synthetic
+from tests.benchmarks.conftest import Results, timed
+
+CUTOFFS = (1, 3, 5, 10)
+CONFIGS = [{"name": "evidence", "cap": 2, "cap_aware": 2, "return_n": 20}]
+
+
+@pytest.fixture(scope="module")
+def per_query(pytestconfig: pytest.Config) -> pa.Table:
+    return synthetic.per_query_table(100_000 if timed(pytestconfig) else 2_000)
+
+
+def test_metrics_summarize(benchmark, results: Results, per_query: pa.Table) -> None:  # type: ignore[no-untyped-def]
+    summary, frame = benchmark.pedantic(
+        summarize, args=(per_query,), kwargs={"configs": CONFIGS, "cutoffs": CUTOFFS}, rounds=3, iterations=1
+    )
+    results.record("metrics[summarize]", benchmark)
+    assert summary["evidence"]["queries"] == per_query.num_rows == len(frame)
+
+
+def test_metrics_pytrec_eval(benchmark, results: Results, per_query: pa.Table) -> None:  # type: ignore[no-untyped-def]
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    columns = per_query.select(["query_id", "relevant_chunks", "relevant_grades", "member_chunks"]).to_pydict()
+    qrels = {
+        q: dict(zip(chunks, grades, strict=True))
+        for q, chunks, grades in zip(
+            columns["query_id"], columns["relevant_chunks"], columns["relevant_grades"], strict=True
+        )
+    }
+    run = {}
+    for q, members in zip(columns["query_id"], columns["member_chunks"], strict=True):
+        ranking = list(dict.fromkeys(members))
+        run[q] = {chunk: float(len(ranking) - i) for i, chunk in enumerate(ranking)}
+    ks = ",".join(str(k) for k in CUTOFFS)
+    measures = {f"P.{ks}", f"recall.{ks}", f"ndcg_cut.{ks}", f"success.{ks}", "recip_rank"}
+
+    def evaluate() -> dict[str, dict[str, float]]:
+        return pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)  # type: ignore[no-any-return]
+
+    scores = benchmark.pedantic(evaluate, rounds=3, iterations=1)
+    results.record("metrics[pytrec_eval]", benchmark)
+    assert len(scores) == per_query.num_rows

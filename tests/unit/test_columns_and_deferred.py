@@ -1,0 +1,104 @@
+"""The building blocks of the fast post-process path: generated constructors, candidate columns,
+deferred tuples, and the Pipeline's record of a lookup."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from rag_eval.core.config import RagConfig
+from rag_eval.core.lookup import LookupRecord, Pipeline, StageTimings
+from rag_eval.core.packing import RagResult
+from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, TraceEntry
+from rag_eval.core.projector import ProjectedExcerpt, ProjectedPayload
+from rag_eval.core.transform import KnowledgeQueryTransformer
+from rag_eval.core.types import (
+    Candidates,
+    Deferred,
+    EvidenceBlock,
+    HitReason,
+    KnowledgeSearchRequest,
+    MemberSpan,
+    RetrievedEvidenceCandidate,
+    fast_constructor,
+    to_candidates,
+)
+
+from .helpers import hit
+
+FAST = [
+    HitReason,
+    RetrievedEvidenceCandidate,
+    MemberSpan,
+    EvidenceBlock,
+    TraceEntry,
+    SelectedEvidence,
+    PostProcessOutcome,
+    RagResult,
+    ProjectedExcerpt,
+    ProjectedPayload,
+    StageTimings,
+    LookupRecord,
+]
+
+
+@pytest.mark.parametrize("cls", FAST, ids=lambda c: c.__name__)
+def test_a_fast_constructor_builds_what_the_dataclass_builds(cls: type) -> None:
+    fields = dataclasses.fields(cls)
+    values = [object() for _ in fields]  # distinct markers: each must land in its own field
+    made = fast_constructor(cls)(*values)
+    assert type(made) is cls
+    assert [getattr(made, f.name) for f in fields] == values
+    assert made == cls(**{f.name: v for f, v in zip(fields, values, strict=True)})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, fields[0].name, 1)
+
+
+def test_a_fast_constructor_refuses_a_post_init() -> None:
+    with pytest.raises(TypeError, match="__post_init__"):
+        fast_constructor(KnowledgeSearchRequest)
+
+
+def test_candidates_from_hits_are_the_candidates_to_candidates_makes() -> None:
+    hits = [hit("7", 0.5, "d", 0), hit("8", 0.4, "d", None), hit(None, 0.3)]
+    cands = Candidates.from_hits(hits)
+    assert cands.keys == ("d#chunk-0", "vector:8", "rank:3")
+    assert list(cands.ranks) == [1, 2, 3]
+    assert cands == to_candidates(hits) and to_candidates(hits) == cands
+    assert cands[-1] == cands[2] and cands[-1] is cands.get(2)  # made once, then kept
+    assert cands[1:] == to_candidates(hits)[1:]
+    with pytest.raises(IndexError):
+        cands[3]
+    assert len(cands) == 3 and repr(cands).startswith("Candidates((RetrievedEvidenceCandidate(")
+    assert Candidates.of(cands) is cands and Candidates.of(list(cands)) == cands
+    with pytest.raises(AttributeError):
+        cands.keys = ()  # type: ignore[misc]
+
+
+def test_a_deferred_tuple_is_built_once_when_first_read() -> None:
+    calls: list[int] = []
+
+    def build() -> list[int]:
+        calls.append(1)
+        return [3, 1, 2]
+
+    d = Deferred(build)
+    assert calls == []
+    assert d == (3, 1, 2) and (3, 1, 2) == d and d == Deferred(lambda: (3, 1, 2))  # noqa: SIM300 (both sides)
+    assert d != [3, 1, 2] and d != (3, 1)
+    assert sorted(d) == [1, 2, 3] and d.index(2) == 2 and 1 in d and d[1:] == (1, 2)
+    assert hash(d) == hash((3, 1, 2)) and repr(d) == "(3, 1, 2)"
+    assert pickle.loads(pickle.dumps(d)) == (3, 1, 2)
+    assert calls == [1]
+
+
+def test_a_lookup_record_builds_candidates_and_the_trace_only_when_read() -> None:
+    hints = KnowledgeQueryTransformer().transform("why is the replica behind")
+    hits = [hit(str(i), 1 - i / 100, f"d{i % 3}", i) for i in range(40)]
+    record = Pipeline(RagConfig.from_mapping({"rag.retrieve-k": 30, "rag.return-n": 5})).process(hints, hits)
+    made = sum(obj is not None for obj in record.candidates._objects)
+    assert made == 5  # the primaries of the returned blocks, no more
+    assert record.hits == tuple(hits[:30]) and record.candidates == to_candidates(hits[:30])
+    assert len(record.outcome.trace) == 30 and record.outcome.stage_counts()["returned"] == 5

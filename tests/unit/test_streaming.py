@@ -1,0 +1,98 @@
+"""A run's rows are read one part at a time: the summary, the comparison's values and pairs, the final
+per_query.parquet and the TREC runs come out the same as from the whole table in memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rag_eval.core.errors import RunStoreError
+from rag_eval.harness.rows import SCHEMA
+from rag_eval.harness.store import RunStore
+from rag_eval.metrics.measures import chunk_ranking, doc_ranking, pair_frame, query_values, summarize
+from tests.benchmarks.synthetic import per_query_table
+
+CONFIGS = [
+    {"name": "a", "cap": 2, "cap_aware": 2, "return_n": 20},
+    {"name": "b", "cap": None, "cap_aware": None, "return_n": 5},
+]
+
+
+@pytest.fixture(scope="module")
+def table() -> pa.Table:
+    """Two configs of 700 queries, in the order a run writes them: batch by batch, config by config."""
+    a = per_query_table(700, width=8, seed=3, config="a")
+    b = per_query_table(700, width=8, seed=4, config="b")
+    parts = []
+    for start in range(0, 700, 64):
+        parts += [a.slice(start, 64), b.slice(start, 64)]
+    return pa.concat_tables(parts)
+
+
+def _store(tmp_path: Path, table: pa.Table) -> RunStore:
+    store = RunStore(tmp_path / "run")
+    store.begin({"experiment": "t"}, resume=False)
+    for number, start in enumerate(range(0, table.num_rows, 128)):
+        part = table.slice(start, 128)
+        store.write_batch(number, part.to_pylist())
+    return store
+
+
+def test_the_summary_of_the_parts_is_the_summary_of_the_table(tmp_path: Path, table: pa.Table) -> None:
+    store = _store(tmp_path, table)
+    whole, frame = summarize(table, configs=CONFIGS, cutoffs=(1, 5))
+    streamed, streamed_frame = summarize(store.iter_parts(), configs=CONFIGS, cutoffs=(1, 5))
+    assert repr(streamed) == repr(whole)
+    pd.testing.assert_frame_equal(streamed_frame, frame)
+    pd.testing.assert_frame_equal(
+        query_values(store.iter_parts(), configs=CONFIGS, cutoffs=(1, 5)),
+        query_values(table.to_pandas(), configs=CONFIGS, cutoffs=(1, 5)),
+    )
+    caps = {"a": 2, "b": None}
+    pd.testing.assert_frame_equal(pair_frame(store.iter_parts(), caps), pair_frame(table.to_pandas(), caps))
+
+
+def test_per_query_parquet_and_trec_runs_are_written_part_by_part(tmp_path: Path, table: pa.Table) -> None:
+    store = _store(tmp_path, table)
+    store.write_per_query(store.iter_parts(), {"run": "t"})
+    written = pq.read_table(store.dir / "per_query.parquet")
+    assert written.to_pylist() == table.to_pylist()
+    assert pq.ParquetFile(store.dir / "per_query.parquet").metadata.num_row_groups == 1  # 1,400 rows: one group
+    assert b"rag_eval.provenance" in written.schema.metadata
+
+    rankings = (
+        (r["config"], r["query_id"], chunk_ranking(r), doc_ranking(r))
+        for part in store.iter_parts(("query_id", "config", "member_chunks"))
+        for r in part.to_pylist()
+    )
+    store.write_trec_runs(rankings, ["a", "b"])
+    for name in ("a", "b"):
+        rows = [r for r in table.to_pylist() if r["config"] == name]
+        for suffix, rank in (("", chunk_ranking), (".docs", doc_ranking)):
+            expected = [
+                f"{r['query_id']} Q0 {item} {i} {len(rank(r)) - i + 1} {name}"
+                for r in rows
+                for i, item in enumerate(rank(r), start=1)
+            ]
+            assert (store.dir / "runs" / f"{name}{suffix}.trec").read_text().splitlines() == expected
+
+
+def test_a_pair_given_twice_in_the_parts_is_refused(tmp_path: Path, table: pa.Table) -> None:
+    store = _store(tmp_path, table.slice(0, 128))
+    store.write_batch(7, table.slice(0, 1).to_pylist())
+    with pytest.raises(RunStoreError, match="appears twice"):
+        store.check_parts()
+    with pytest.raises(RunStoreError):  # the whole-table reader too
+        store.read_parts()
+
+
+def test_the_store_reads_only_the_columns_asked_for(tmp_path: Path, table: pa.Table) -> None:
+    store = _store(tmp_path, table)
+    parts = list(store.iter_parts(("query_id", "config")))
+    assert all(p.schema.names == ["query_id", "config"] for p in parts)
+    assert sum(p.num_rows for p in parts) == table.num_rows
+    assert pa.concat_tables(store.iter_parts()).schema.equals(SCHEMA)
