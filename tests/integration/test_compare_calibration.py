@@ -106,7 +106,7 @@ def test_an_identical_config_under_another_name_passes(calibration: tuple[int, P
             assert m["delta"] == 0 and m["p_value"] in (1.0, None), m["metric"]
     outcomes = {g["id"]: g["outcome"] for g in twin["gates"]}
     assert all(o == "pass" for gid, o in outcomes.items() if not gid.startswith("latency"))
-    # timed in the same run, interleaved by batch: noise, never a failure (too few queries to tell: a warning)
+    # timed in the same run, interleaved query by query: noise, never a failure (too few queries to tell: a warning)
     assert outcomes["latency:postprocess:p95 growth <= 20%"] in ("pass", "underpowered")
 
 

@@ -152,3 +152,31 @@ def test_the_p95_interval_is_the_binomial_one() -> None:
     small = quantile_ci([1.0, 2.0, 3.0, math.nan])
     assert small["timed_queries"] == 3 and math.isnan(small["p95_ci_high_us"])  # too few to bound it above
     assert math.isnan(quantile_ci([])["p95_ci_low_us"])
+
+
+def test_post_processing_takes_each_query_under_every_config_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of load during the replay must fall on every config alike, not on one config's loop."""
+    from rag_eval.core.lookup import Pipeline
+
+    port, truth = _port_and_truth()
+    configs = [
+        ConfigSpec(name=n, config=RagConfig.from_mapping({"rag.retrieve-k": 3, "rag.return-n": r}))
+        for n, r in (("a", 2), ("b", 1))
+    ]
+    calls: list[tuple[str, int]] = []
+    process = Pipeline.process
+
+    def spy(self: Pipeline, hints, hits, **kw):  # type: ignore[no-untyped-def]
+        calls.append((hints.normalized_query, self.config.return_n))
+        return process(self, hints, hits, **kw)
+
+    monkeypatch.setattr(Pipeline, "process", spy)
+    store = RunStore(tmp_path / "run")
+    store.begin({"experiment": "t"}, resume=False)
+    Replayer(port, configs, truth, warmup=0).run([("q1", "one"), ("q2", "two")], store, batch_size=8)
+    assert calls == [("one", 2), ("one", 1), ("two", 2), ("two", 1)]
+    rows = store.read_parts().to_pandas()
+    pairs = list(zip(rows["config"], rows["query_id"], strict=True))
+    assert pairs == [("a", "q1"), ("a", "q2"), ("b", "q1"), ("b", "q2")]  # rows still by config, then query
