@@ -468,6 +468,35 @@ def _settle(conn: _Connection, name: str, index: IndexSpec) -> None:
         time.sleep(0.3)
 
 
+def _wait_handed_over(conn: _Connection, name: str, rows: int) -> None:
+    """Wait until the query nodes serve exactly the stored segments, sealed and indexed, holding every row.
+
+    After a compaction the query nodes swap the merged segment in for its sources in the background; until
+    then searches may be answered from the sources (other HNSW graphs, other hits), and agreeing probes do
+    not show that the swap is over. Bounded: a server that reports segments another way (another version,
+    a cluster with replicas) is left to the settle probe after ``_SETTLE_WAIT_S``.
+    """
+    deadline = time.monotonic() + _SETTLE_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            loaded = conn.call("list loaded segments", conn.client.list_loaded_segments, name, collection=name)
+            stored = conn.call("list segments", conn.client.list_persistent_segments, name, collection=name)
+        except (SearchBackendError, SearchRequestError, UnsupportedFeatureError):
+            return  # a server without these calls: the settle probe alone decides
+        kept = {s.segment_id for s in stored if _state(s) in ("Flushed", "Sealed")}
+        served = {s.segment_id for s in loaded}
+        indexed = all(_state(s) == "Sealed" and s.index_name for s in loaded)
+        if served == kept and indexed and sum(s.num_rows for s in loaded) >= rows:
+            return
+        time.sleep(0.3)
+
+
+def _state(segment: Any) -> str:
+    """A segment's state by name (pymilvus gives an enum, some versions a string)."""
+    state = segment.state
+    return str(getattr(state, "name", state))
+
+
 def _search_params(coll: _Collection, index: IndexSpec, limit: int) -> dict[str, Any]:
     params = dict(index.search_params)
     if (coll.index_type or "").upper().startswith("HNSW"):
@@ -809,6 +838,7 @@ class MilvusStore(PortBase):
         _ensure_loaded(conn, name, load=True)
         self._wait_visible()
         if conn.kind == "server":
+            _wait_handed_over(conn, name, self._inserted)
             _settle(conn, name, self._index or _stored_index(_describe(conn, name)))
 
     def _compact(self) -> None:
