@@ -30,6 +30,7 @@ the harness always does), by running the same steps to the end.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -125,12 +126,43 @@ _new_outcome = fast_constructor(PostProcessOutcome)
 def _order(cands: Candidates) -> list[int]:
     """Indices of ``cands`` in the documented order: score desc (NaN last, after minus infinity
     too), original rank asc, key asc; a stable sort on plain tuples (``s != s`` is the NaN test,
-    without a call)."""
+    without a call).
+
+    When the ranks are 1, 2, 3, ... in index order (the port's hits, :meth:`Candidates.from_hits`),
+    no two candidates share a rank, so the key never decides and index order is rank order: stable
+    sorts on plain floats then give the same order without a tuple per candidate (at retrieve-k
+    10,000 those tuples cost more in garbage collection than the sort itself)."""
+    ranks = cands.ranks
+    if isinstance(ranks, range) and ranks.start == 1 and ranks.step == 1:
+        inf = math.inf
+        negated = [inf if (s := h.score) != s else -s for h in cands.hits]  # NaN as +inf, for now
+        order = sorted(range(len(negated)), key=negated.__getitem__)
+        if any(h.score != h.score for h in cands.hits):  # NaN after +inf (a score of minus infinity)
+            nan = [h.score != h.score for h in cands.hits]
+            order.sort(key=nan.__getitem__)
+        return order
     sort_keys = [
         (True, 0.0, r, k) if (s := h.score) != s else (False, -s, r, k)
-        for h, r, k in zip(cands.hits, cands.ranks, cands.keys, strict=True)
+        for h, r, k in zip(cands.hits, ranks, cands.keys, strict=True)
     ]
     return sorted(range(len(sort_keys)), key=sort_keys.__getitem__)
+
+
+def _first_and_more(order: Iterable[int], keys: Sequence[str]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """:func:`_group` without a list per key: each key's first index (keys in first-seen order),
+    and the further members, in ``order``, of the keys seen more than once."""
+    first: dict[str, int] = {}
+    more: dict[str, list[int]] = {}
+    setdefault = first.setdefault
+    for i in order:
+        key = keys[i]
+        if setdefault(key, i) != i:
+            extra = more.get(key)
+            if extra is None:
+                more[key] = [i]
+            else:
+                extra.append(i)
+    return first, more
 
 
 def _group(order: Iterable[int], keys: Sequence[str]) -> dict[str, list[int]]:
@@ -293,21 +325,21 @@ class EvidencePostProcessor:
 
     def __call__(self, candidates: Iterable[RetrievedEvidenceCandidate]) -> PostProcessOutcome:
         cands = Candidates.of(candidates)
-        groups = _group(_order(cands), cands.keys)  # D2: a key's first member keeps its content
-        heads = [members[0] for members in groups.values()]
+        keys = cands.keys
+        first, more = _first_and_more(_order(cands), keys)  # D2: a key's first member keeps its content
+        heads = list(first.values())
         cap = self.max_chunks_per_document
         _, returned = _cap_and_return_n(heads, cands, self.return_n, cap, to_the_end=False)  # D3, D4
-        selected = [_selection(cands.keys[i], cands, groups[cands.keys[i]]) for i in returned]
+        selected = [_selection(keys[i], cands, [i, *more.get(keys[i], ())]) for i in returned]
 
         def trace() -> list[TraceEntry]:
             stages, _ = _cap_and_return_n(heads, cands, self.return_n, cap, to_the_end=True)
             position = {i: pos for pos, i in enumerate(returned, start=1)}
             fates: dict[int, tuple[Stage, int | None, str | None]] = {}
             for head, stage in zip(heads, stages, strict=True):
-                members = groups[cands.keys[head]]
                 fates[head] = (stage, position.get(head), None)
-                for i in members[1:]:  # true duplicates, positioned where their key was returned
-                    fates[i] = (Stage.DEDUP, position.get(head), cands.keys[i])
+                for i in more.get(keys[head], ()):  # true duplicates, positioned where their key was returned
+                    fates[i] = (Stage.DEDUP, position.get(head), keys[i])
             return _trace_order(cands, fates)
 
         return _new_outcome(tuple(selected), Deferred(trace))
