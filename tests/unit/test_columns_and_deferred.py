@@ -75,6 +75,19 @@ def test_candidates_from_hits_are_the_candidates_to_candidates_makes() -> None:
     assert Candidates.of(cands) is cands and Candidates.of(list(cands)) == cands
     with pytest.raises(AttributeError):
         cands.keys = ()  # type: ignore[misc]
+    for same in (cands, to_candidates(hits)):  # hashes as its tuple: a hit's scores are a dict, so neither can
+        with pytest.raises(TypeError, match="unhashable type: 'dict'"):
+            hash(same)
+
+
+def test_a_candidate_from_one_hit_is_the_one_its_rank_gives_in_a_list() -> None:
+    hits = [hit("7", 0.5, "d", 0), hit("8", 0.4, "d", None), hit(None, 0.3)]
+    made = [RetrievedEvidenceCandidate.from_hit(h, rank) for rank, h in enumerate(hits, start=1)]
+    assert tuple(made) == to_candidates(hits)
+    bm25 = RetrievedEvidenceCandidate.from_hit(hits[1], 4, channel="bm25")
+    assert (bm25.key, bm25.hit, bm25.original_rank) == ("vector:8", hits[1], 4)
+    assert bm25.hit_reasons == (HitReason(channel="bm25", original_rank=4, score=0.4, vector_id="8"),)
+    assert RetrievedEvidenceCandidate.from_hit(hits[2], 9).key == "rank:9"
 
 
 def test_a_deferred_tuple_is_built_once_when_first_read() -> None:

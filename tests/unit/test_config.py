@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from rag_eval.core.config import PipelineKind, RagConfig
 from rag_eval.core.errors import ConfigError
+from tests.conftest import ROOT
 
 
 def test_defaults_are_20_5_2() -> None:
@@ -114,6 +118,22 @@ def test_properties_file_latin1_and_unreadable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         RagConfig.from_properties_file(tmp_path / "missing.properties")
     assert err.value.path and err.value.path.endswith("missing.properties")
+
+
+def test_a_utf8_properties_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    f = tmp_path / "app.properties"
+    f.write_bytes("rag.category-filter=café\n".encode())
+    assert RagConfig.from_properties_file(f).category_filter == "café"
+    # an ASCII locale without Python's UTF-8 mode: reading in the locale's encoding would fail and fall
+    # back to latin-1, giving 'cafÃ©'
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONPATH": str(ROOT)}
+    code = (
+        "import sys; from rag_eval.core.config import RagConfig as C;"
+        "print(ascii(C.from_properties_file(sys.argv[1]).category_filter))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(f)], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ascii("café")
 
 
 def test_as_properties_round_trips() -> None:

@@ -188,6 +188,8 @@ def test_effective_settings_as_properties() -> None:
         ),
         ({"rag.retreive-k": 3}, "unknown key (did you mean 'rag.retrieve-k'?) @ rag.retreive-k"),
         ({"rag.zzz": 3}, "unknown key (known: rag.category-filter, rag.max-chunks-per-document, rag.pipeline, "),
+        # 'rag.cap' is 0.625 alike with 'rag.top-k' (difflib's ratio): under the 0.75 cutoff, so no guess
+        ({"rag.cap": 3}, "unknown key (known: rag.category-filter, rag.max-chunks-per-document, rag.pipeline, "),
     ],
 )
 def test_config_problems_are_named_with_their_keys(source: dict[str, object], message: str) -> None:
@@ -244,10 +246,22 @@ def test_error_types_carry_their_fields() -> None:
     assert (str(s), s.uri) == ("too wide", "u")
     f = errors.UnsupportedFeatureError("no BM25", feature="hybrid", uri="u")
     assert (str(f), f.feature, f.uri) == ("no BM25", "hybrid", "u")
-    a = errors.SearchUnavailableError("down", uri="u")
-    assert (str(a), a.uri) == ("down", "u")
+    for unreachable in (errors.SearchUnavailableError, errors.SearchBackendError, errors.LoadClientError):
+        a = unreachable("down", uri="u")
+        assert (str(a), a.uri, a.exit_code) == ("down", "u", 3)
     for cls in (errors.CollectionNotFoundError, errors.CollectionNotLoadedError):
         c = cls("gone", collection="kb", uri="u")
         assert (str(c), c.collection, c.uri) == ("gone", "kb", "u")
+    g = errors.GatesError("unknown measure", path="gates.toml", line=4, check="cap_ok == 1")
+    assert (str(g), g.message, g.path, g.line, g.check) == (
+        "gates.toml:4: check 'cap_ok == 1': unknown measure",
+        "unknown measure",
+        "gates.toml",
+        4,
+        "cap_ok == 1",
+    )
+    assert str(errors.GatesError("empty", path="gates.toml")) == "gates.toml: empty"
+    d = errors.RunDirectoryError("no summary.json", path="runs/a")
+    assert (str(d), d.path, d.exit_code) == ("runs/a: no summary.json", "runs/a", 2)
     r = errors.RunStoreError("disk full", path="out")
     assert (str(r), r.path) == ("out: disk full", "out")
