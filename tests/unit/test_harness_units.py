@@ -27,6 +27,7 @@ from rag_eval.metrics.measures import (
     per_query_frame,
     query_values,
     row_identity,
+    same_doc_pairs,
     standard_measures,
     summarize,
     summary_frame,
@@ -276,6 +277,17 @@ def test_standard_measures_edge_cases() -> None:
     # a negative grade (judged non-relevant) gains nothing: DCG@2 = 1/log2(3), the ideal DCG 1
     neg = standard_measures(["a", "b"], {"a": -1, "b": 1}, [2])
     assert neg["nDCG@2"] == 1 / math.log2(3) and neg["RR"] == 0.5 and neg["R@2"] == 1.0
+
+
+def test_same_document_pairs_of_one_row() -> None:
+    # d: three relevant chunks, one delivered; e: one relevant chunk (no pair); f: two, both delivered
+    row = {
+        "relevant_chunks": ["d#chunk-0", "d#chunk-1", "d#chunk-2", "e#chunk-0", "f#chunk-0", "f#chunk-3"],
+        "delivered_relevant": ["d#chunk-2", "e#chunk-0", "f#chunk-0", "f#chunk-3"],
+    }
+    assert same_doc_pairs(row, None) == [("d", 3, 1, 1 / 3, 1 / 3), ("f", 2, 2, 1.0, 1.0)]
+    assert same_doc_pairs(row, 2) == [("d", 3, 1, 1 / 3, 1 / 2), ("f", 2, 2, 1.0, 1.0)]  # 1 of min(2, 3)
+    assert same_doc_pairs(row, 1) == [("d", 3, 1, 1 / 3, 1.0), ("f", 2, 2, 1.0, 1.0)]  # 2 of min(1, 2): clipped
 
 
 def _dup_row() -> dict[str, object]:
