@@ -115,7 +115,12 @@ def test_dropped_blocks_record_their_full_length_and_later_blocks_still_count() 
 
     payload = Pipeline(RagConfig()).projector.project(replace(record.result, blocks=doubled))
     assert payload.document_ids == ("d0#chunk-0", "d1#chunk-0")
-    assert [(c.budget.value, c.chars_before) for c in payload.cuts] == [("duplicate_document_id", 10)]
+    assert [(c.budget.value, c.chars_before, c.chars_after) for c in payload.cuts] == [("duplicate_document_id", 10, 0)]
+    # a one-character block given twice: the second copy is dropped whole, its member lost with it
+    tiny = replace(record.result.blocks[0], content="x", members=(replace(record.result.blocks[0].members[0], end=1),))
+    once = Pipeline(RagConfig()).projector.project(replace(record.result, blocks=(tiny, tiny)))
+    assert [(c.chars_before, c.chars_after) for c in once.cuts] == [(1, 0)]
+    assert [(m.key, m.budget.value) for m in once.member_losses] == [("d0#chunk-0", "duplicate_document_id")]
     starved = Pipeline(RagConfig(max_total_chars=10)).process(HINTS, hits).payload
     assert starved.document_ids == ("d0#chunk-0",) and len(starved.cuts) == 3  # later blocks each recorded
 
