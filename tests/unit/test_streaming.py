@@ -132,3 +132,12 @@ def test_a_stream_without_parts_has_no_pairs(table: pa.Table) -> None:
     assert none.empty and list(none.columns) == list(PAIR_COLUMNS)
     empty = pair_frame(table.slice(0, 0), {"a": 2})  # an empty table: one empty batch, the same frame
     assert empty.empty and list(empty.columns) == list(PAIR_COLUMNS)
+
+
+def test_parts_are_regrouped_into_tables_of_at_least_the_rows_asked_for(table: pa.Table) -> None:
+    # a table, then a file's record batches: 99 rows (one short), 1 (exactly there), 5 (the rest)
+    parts = [table.slice(0, 99), *table.slice(99, 6).to_batches(max_chunksize=1)[:1], *table.slice(100, 5).to_batches()]
+    grouped = list(perquery.rebatched(parts, rows=100))
+    assert all(isinstance(t, pa.Table) for t in grouped)
+    assert [t.num_rows for t in grouped] == [100, 5]
+    assert pa.concat_tables(grouped).equals(table.slice(0, 105))
