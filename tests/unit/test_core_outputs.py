@@ -266,6 +266,14 @@ def test_error_types_carry_their_fields() -> None:
         "cap_ok == 1",
     )
     assert str(errors.GatesError("empty", path="gates.toml")) == "gates.toml: empty"
+    ri = errors.ReportInputError("not a number", path="summary.json", field="chunk:P@5")
+    assert (str(ri), ri.message, ri.path, ri.field) == (
+        "summary.json: field 'chunk:P@5': not a number",
+        "not a number",
+        "summary.json",
+        "chunk:P@5",
+    )
+    assert str(errors.ReportInputError("missing", path="summary.json")) == "summary.json: missing"
     d = errors.RunDirectoryError("no summary.json", path="runs/a")
     assert (str(d), d.path, d.exit_code) == ("runs/a: no summary.json", "runs/a", 2)
     r = errors.RunStoreError("disk full", path="out")
