@@ -135,9 +135,12 @@ def test_a_stream_without_parts_has_no_pairs(table: pa.Table) -> None:
 
 
 def test_parts_are_regrouped_into_tables_of_at_least_the_rows_asked_for(table: pa.Table) -> None:
-    # a table, then a file's record batches: 99 rows (one short), 1 (exactly there), 5 (the rest)
-    parts = [table.slice(0, 99), *table.slice(99, 6).to_batches(max_chunksize=1)[:1], *table.slice(100, 5).to_batches()]
+    # tables and a file's record batches: 99 rows (one short), 1 (exactly there), twice; then 5 (the rest)
+    def batch(start: int) -> pa.RecordBatch:
+        return table.slice(start, 1).to_batches()[0]
+
+    parts = [table.slice(0, 99), batch(99), table.slice(100, 99), batch(199), table.slice(200, 5)]
     grouped = list(perquery.rebatched(parts, rows=100))
     assert all(isinstance(t, pa.Table) for t in grouped)
-    assert [t.num_rows for t in grouped] == [100, 5]
-    assert pa.concat_tables(grouped).equals(table.slice(0, 105))
+    assert [t.num_rows for t in grouped] == [100, 100, 5]
+    assert pa.concat_tables(grouped).equals(table.slice(0, 205))
