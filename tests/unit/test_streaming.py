@@ -114,6 +114,8 @@ def test_measured_batch_by_batch_the_measures_are_those_of_the_whole_table(
     whole = perquery.compute(table, (1, 5), caps, checked)
     whole_pairs = perquery.same_doc_pairs(table, caps)
     whole_pair_frame = pair_frame(table, caps)
+    whole_summary, whole_frame = summarize(table, configs=CONFIGS, cutoffs=(1, 5))
+    assert all(whole_summary[c]["stage_losses"] for c in ("a", "b"))  # losses in both configs to tell apart
     assert len(whole.pairs) and len(whole.breakdown) and len(whole.over_cap)  # every kind of entry is there
     monkeypatch.setattr(perquery, "BATCH_ROWS", batch_rows)  # rows measured at once: several batches now
     batched = perquery.compute(table, (1, 5), caps, checked)
@@ -125,6 +127,9 @@ def test_measured_batch_by_batch_the_measures_are_those_of_the_whole_table(
     assert batched.max_doc_chunks.tolist() == whole.max_doc_chunks.tolist()
     pd.testing.assert_frame_equal(perquery.same_doc_pairs(table, caps), whole_pairs)
     pd.testing.assert_frame_equal(pair_frame(table, caps), whole_pair_frame)
+    summary, frame = summarize(table, configs=CONFIGS, cutoffs=(1, 5))
+    assert repr(summary) == repr(whole_summary)
+    pd.testing.assert_frame_equal(frame, whole_frame)
 
 
 def test_a_stream_without_parts_has_no_pairs(table: pa.Table) -> None:
