@@ -11,7 +11,7 @@ import pytest
 from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import LookupRecord, Pipeline, StageTimings
 from rag_eval.core.packing import RagResult
-from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, TraceEntry
+from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, TraceEntry, merged_reasons
 from rag_eval.core.projector import ProjectedExcerpt, ProjectedPayload
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import (
@@ -75,6 +75,33 @@ def test_candidates_from_hits_are_the_candidates_to_candidates_makes() -> None:
     assert Candidates.of(cands) is cands and Candidates.of(list(cands)) == cands
     with pytest.raises(AttributeError):
         cands.keys = ()  # type: ignore[misc]
+    for same in (cands, to_candidates(hits)):  # hashes as its tuple: a hit's scores are a dict, so neither can
+        with pytest.raises(TypeError, match="unhashable type: 'dict'"):
+            hash(same)
+
+
+def test_a_candidate_from_one_hit_is_the_one_its_rank_gives_in_a_list() -> None:
+    hits = [hit("7", 0.5, "d", 0), hit("8", 0.4, "d", None), hit(None, 0.3)]
+    made = [RetrievedEvidenceCandidate.from_hit(h, rank) for rank, h in enumerate(hits, start=1)]
+    assert tuple(made) == to_candidates(hits)
+    bm25 = RetrievedEvidenceCandidate.from_hit(hits[1], 4, channel="bm25")
+    assert (bm25.key, bm25.hit, bm25.original_rank) == ("vector:8", hits[1], 4)
+    assert bm25.hit_reasons == (HitReason(channel="bm25", original_rank=4, score=0.4, vector_id="8"),)
+    assert RetrievedEvidenceCandidate.from_hit(hits[2], 9).key == "rank:9"
+    assert [c.hit_reasons[0].channel for c in to_candidates(hits, "bm25")] == ["bm25"] * 3
+
+
+def test_merged_hit_reasons_keep_order_and_take_a_reason_once() -> None:
+    r = [HitReason(channel=ch, original_rank=rank, score=0.5) for ch, rank in (("dense", 1), ("bm25", 1), ("dense", 2))]
+    d = hit("7", 0.5, "d", 0)
+
+    def member(*reasons: HitReason) -> RetrievedEvidenceCandidate:
+        return RetrievedEvidenceCandidate(key="d#chunk-0", hit=d, original_rank=1, hit_reasons=reasons)
+
+    assert merged_reasons([member(r[0], r[1])]) == (r[0], r[1])
+    # two reasons share an original rank (two channels): the slow path, each reason once, in order
+    assert merged_reasons([member(r[0], r[1]), member(r[1], r[2]), member(r[2])]) == (r[0], r[1], r[2])
+    assert merged_reasons([member(r[0]), member(r[2])]) == (r[0], r[2])  # all ranks differ: joined as they are
 
 
 def test_a_deferred_tuple_is_built_once_when_first_read() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import locale
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,6 +116,20 @@ def test_properties_file_latin1_and_unreadable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         RagConfig.from_properties_file(tmp_path / "missing.properties")
     assert err.value.path and err.value.path.endswith("missing.properties")
+
+
+def test_a_utf8_properties_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    f = tmp_path / "app.properties"
+    f.write_bytes("rag.category-filter=café\n".encode())
+    assert RagConfig.from_properties_file(f).category_filter == "café"
+    # under an ASCII locale, reading in the locale's encoding would fail and fall back to latin-1: 'cafÃ©'
+    before = locale.setlocale(locale.LC_CTYPE)
+    try:
+        locale.setlocale(locale.LC_CTYPE, "C")
+        assert locale.getencoding() != "UTF-8" or sys.flags.utf8_mode
+        assert RagConfig.from_properties_file(f).category_filter == "café"
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
 
 
 def test_as_properties_round_trips() -> None:

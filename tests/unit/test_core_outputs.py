@@ -115,7 +115,12 @@ def test_dropped_blocks_record_their_full_length_and_later_blocks_still_count() 
 
     payload = Pipeline(RagConfig()).projector.project(replace(record.result, blocks=doubled))
     assert payload.document_ids == ("d0#chunk-0", "d1#chunk-0")
-    assert [(c.budget.value, c.chars_before) for c in payload.cuts] == [("duplicate_document_id", 10)]
+    assert [(c.budget.value, c.chars_before, c.chars_after) for c in payload.cuts] == [("duplicate_document_id", 10, 0)]
+    # a one-character block given twice: the second copy is dropped whole, its member lost with it
+    tiny = replace(record.result.blocks[0], content="x", members=(replace(record.result.blocks[0].members[0], end=1),))
+    once = Pipeline(RagConfig()).projector.project(replace(record.result, blocks=(tiny, tiny)))
+    assert [(c.chars_before, c.chars_after) for c in once.cuts] == [(1, 0)]
+    assert [(m.key, m.budget.value) for m in once.member_losses] == [("d0#chunk-0", "duplicate_document_id")]
     starved = Pipeline(RagConfig(max_total_chars=10)).process(HINTS, hits).payload
     assert starved.document_ids == ("d0#chunk-0",) and len(starved.cuts) == 3  # later blocks each recorded
 
@@ -188,6 +193,8 @@ def test_effective_settings_as_properties() -> None:
         ),
         ({"rag.retreive-k": 3}, "unknown key (did you mean 'rag.retrieve-k'?) @ rag.retreive-k"),
         ({"rag.zzz": 3}, "unknown key (known: rag.category-filter, rag.max-chunks-per-document, rag.pipeline, "),
+        # 'rag.cap' is 0.625 alike with 'rag.top-k' (difflib's ratio): under the 0.75 cutoff, so no guess
+        ({"rag.cap": 3}, "unknown key (known: rag.category-filter, rag.max-chunks-per-document, rag.pipeline, "),
     ],
 )
 def test_config_problems_are_named_with_their_keys(source: dict[str, object], message: str) -> None:
@@ -244,10 +251,30 @@ def test_error_types_carry_their_fields() -> None:
     assert (str(s), s.uri) == ("too wide", "u")
     f = errors.UnsupportedFeatureError("no BM25", feature="hybrid", uri="u")
     assert (str(f), f.feature, f.uri) == ("no BM25", "hybrid", "u")
-    a = errors.SearchUnavailableError("down", uri="u")
-    assert (str(a), a.uri) == ("down", "u")
+    for unreachable in (errors.SearchUnavailableError, errors.SearchBackendError, errors.LoadClientError):
+        a = unreachable("down", uri="u")
+        assert (str(a), a.uri, a.exit_code) == ("down", "u", 3)
     for cls in (errors.CollectionNotFoundError, errors.CollectionNotLoadedError):
         c = cls("gone", collection="kb", uri="u")
         assert (str(c), c.collection, c.uri) == ("gone", "kb", "u")
+    g = errors.GatesError("unknown measure", path="gates.toml", line=4, check="cap_ok == 1")
+    assert (str(g), g.message, g.path, g.line, g.check) == (
+        "gates.toml:4: check 'cap_ok == 1': unknown measure",
+        "unknown measure",
+        "gates.toml",
+        4,
+        "cap_ok == 1",
+    )
+    assert str(errors.GatesError("empty", path="gates.toml")) == "gates.toml: empty"
+    ri = errors.ReportInputError("not a number", path="summary.json", field="chunk:P@5")
+    assert (str(ri), ri.message, ri.path, ri.field) == (
+        "summary.json: field 'chunk:P@5': not a number",
+        "not a number",
+        "summary.json",
+        "chunk:P@5",
+    )
+    assert str(errors.ReportInputError("missing", path="summary.json")) == "summary.json: missing"
+    d = errors.RunDirectoryError("no summary.json", path="runs/a")
+    assert (str(d), d.path, d.exit_code) == ("runs/a: no summary.json", "runs/a", 2)
     r = errors.RunStoreError("disk full", path="out")
     assert (str(r), r.path) == ("out: disk full", "out")

@@ -18,11 +18,16 @@ from rag_eval.datasets.labels import ChunkedCorpus
 from rag_eval.harness.experiment import PROFILES, ConfigSpec, IngestProfile, load_experiment
 from rag_eval.harness.ingest import IngestRow, plan_rows
 from rag_eval.harness.replay import Replayer
-from rag_eval.harness.rows import Truth, rows_to_table
+from rag_eval.harness.rows import LATENCY_COLUMNS, Truth, rows_to_table
 from rag_eval.harness.store import RunStore
 from rag_eval.metrics.measures import (
+    chunk_ranking,
     content_duplicate_breakdown,
+    doc_ranking,
     per_query_frame,
+    query_values,
+    row_identity,
+    same_doc_pairs,
     standard_measures,
     summarize,
     summary_frame,
@@ -266,6 +271,23 @@ def test_standard_measures_edge_cases() -> None:
     assert standard_measures([], {"a": 1}, [5]) == {"P@5": 0.0, "R@5": 0.0, "Success@5": 0.0, "nDCG@5": 0.0, "RR": 0.0}
     m = standard_measures(["x", "a"], {"a": 1, "z": 0}, [1, 2])
     assert (m["P@1"], m["P@2"], m["R@2"], m["RR"]) == (0.0, 0.5, 1.0, 0.5)
+    # nothing relevant (grade 0 only): recall and nDCG are 0, not undefined and not 1
+    none = standard_measures(["a", "b"], {"a": 0}, [1, 2])
+    assert none == {f"{m}@{k}": 0.0 for m in ("P", "R", "Success", "nDCG") for k in (1, 2)} | {"RR": 0.0}
+    # a negative grade (judged non-relevant) gains nothing: DCG@2 = 1/log2(3), the ideal DCG 1
+    neg = standard_measures(["a", "b"], {"a": -1, "b": 1}, [2])
+    assert neg["nDCG@2"] == 1 / math.log2(3) and neg["RR"] == 0.5 and neg["R@2"] == 1.0
+
+
+def test_same_document_pairs_of_one_row() -> None:
+    # d: three relevant chunks, one delivered; e: one relevant chunk (no pair); f: two, both delivered
+    row = {
+        "relevant_chunks": ["d#chunk-0", "d#chunk-1", "d#chunk-2", "e#chunk-0", "f#chunk-0", "f#chunk-3"],
+        "delivered_relevant": ["d#chunk-2", "e#chunk-0", "f#chunk-0", "f#chunk-3"],
+    }
+    assert same_doc_pairs(row, None) == [("d", 3, 1, 1 / 3, 1 / 3), ("f", 2, 2, 1.0, 1.0)]
+    assert same_doc_pairs(row, 2) == [("d", 3, 1, 1 / 3, 1 / 2), ("f", 2, 2, 1.0, 1.0)]  # 1 of min(2, 3)
+    assert same_doc_pairs(row, 1) == [("d", 3, 1, 1 / 3, 1.0), ("f", 2, 2, 1.0, 1.0)]  # 2 of min(1, 2): clipped
 
 
 def _dup_row() -> dict[str, object]:
@@ -305,6 +327,29 @@ def test_duplicates_by_key_and_by_content() -> None:
     ]
 
 
+def test_the_identity_of_the_row_behind_a_content_duplicate() -> None:
+    assert row_identity("b#chunk-2", "b") == "doc_id and chunk_index"
+    assert row_identity("b#chunk-2", "") == "doc_id and chunk_index"  # the key says it was written with both
+    assert row_identity("vector:12", "b") == "no chunk_index"
+    assert row_identity("vector:12", "") == "no doc_id"
+    assert row_identity("rank:7", "") == row_identity("rank:7", "b") == "no identity"
+    # a clean row holding text already delivered under another chunk
+    row = {**_dup_row(), "member_keys": ["a#chunk-0", "b#chunk-1"], "member_chunks": ["a#chunk-0", "b#chunk-1"]}
+    row |= {"member_doc_ids": ["a", "b"], "member_content_sha": ["s1", "s1"]}
+    assert content_duplicate_breakdown(row) == [
+        {"cause": "same text, other chunk", "key_kind": "chunk", "row_identity": "doc_id and chunk_index"}
+    ]
+    # keys and hashes are written together: a row where they do not pair is refused, not cut short
+    with pytest.raises(ValueError, match="zip"):
+        content_duplicate_breakdown({**row, "member_content_sha": ["s1", "s1", "s1"]})
+
+
+def test_the_rankings_of_the_trec_runs() -> None:
+    row = {"member_chunks": ["d#chunk-1", "unknown:7", "e#chunk-0", "d#chunk-1", "d#chunk-0", "unknown:8"]}
+    assert chunk_ranking(row) == ["d#chunk-1", "unknown:7", "e#chunk-0", "d#chunk-0", "unknown:8"]
+    assert doc_ranking(row) == ["d", "e"]  # an unknown chunk is no document
+
+
 def test_cap_compliance_by_stored_and_true_document() -> None:
     table = pd.DataFrame([{**_dup_row(), **_latency_and_counts()}])
     cfg = {"name": "c", "cap": 3, "cap_source": "config", "cap_aware": 3, "return_n": 8}
@@ -322,6 +367,27 @@ def test_cap_compliance_by_stored_and_true_document() -> None:
     # no cap to check against (a legacy config without a production cap): not measured, never 100%
     out, _ = summarize(table, configs=[{**cfg, "cap": None}], cutoffs=[5])
     assert math.isnan(out["c"]["cap_compliance"]) and math.isnan(out["c"]["cap_compliance_true"])
+
+
+def test_the_values_a_comparison_pairs_on() -> None:
+    first = {**_dup_row(), **_latency_and_counts()}  # six blocks, return-n six: within it
+    docless = {**first, "query_id": "q2", "n_blocks": 7, "guard_violations": 1, "member_doc_ids": [""] * 6}
+    empty = {**first, "query_id": "q3", "n_blocks": 0, "guard_references": 0, "payload_chars": 0}
+    empty |= {k: [] for k in ("member_keys", "member_chunks", "member_doc_ids", "member_content_sha")}
+    cfg = {"name": "c", "cap": 3, "cap_source": "config", "cap_aware": 3, "return_n": 6}
+    values = query_values(pd.DataFrame([first, docless, empty]), configs=[cfg], cutoffs=[5])
+    assert values["query_id"].tolist() == ["q", "q2", "q3"]
+    frame = per_query_frame(pd.DataFrame([first, docless, empty]), [5], {"c": 3}, {"c": 3})
+    pd.testing.assert_frame_equal(values[frame.columns], frame)
+    extra = ["max_doc_chunks", "return_n_ok", "guard_refs", "guard_ok", "payload_chars", "n_blocks"]
+    assert list(values.columns) == [*frame.columns, *extra, *LATENCY_COLUMNS]
+    assert values["return_n_ok"].tolist() == [1.0, 0.0, 1.0]
+    assert values["guard_refs"].tolist() == [4.0, 4.0, 0.0] and values["guard_ok"].tolist() == [4.0, 3.0, 0.0]
+    # stored doc ids a x3 (b once); doc-less chunks are buckets of their own: 1; nothing delivered: 0
+    assert values["max_doc_chunks"].tolist() == [3.0, 1.0, 0.0]
+    assert values["cap_ok"].tolist() == [1.0, 1.0, 1.0] and values["cap_ok_true"].tolist() == [0.0, 0.0, 1.0]
+    assert values["payload_chars"].tolist() == [600.0, 600.0, 0.0] and values["n_blocks"].tolist() == [6.0, 7.0, 0.0]
+    assert values["e2e_us"].tolist() == [1.0, 1.0, 1.0]
 
 
 def _latency_and_counts() -> dict[str, object]:

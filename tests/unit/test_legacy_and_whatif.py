@@ -69,6 +69,46 @@ def test_legacy_first_payload_is_one_chunk_per_source() -> None:
     assert [e.delivered_members for e in payload.excerpts] == [("d#chunk-0",), ("e#chunk-0",)]
 
 
+def test_a_legacy_block_carries_its_top_chunk_fields_and_every_members_reasons() -> None:
+    # port order unlike score order: d's top-scored chunk is the second hit
+    hits = [
+        KnowledgeSearchHit(
+            id="1",
+            content="one",
+            score=0.7,
+            doc_id="d",
+            chunk_index=1,
+            vector_id="1",
+            source="kb/d.md",
+            title="D old",
+            category="db",
+            metadata={"lang": "en"},
+        ),
+        KnowledgeSearchHit(
+            id="2",
+            content="two",
+            score=0.9,
+            doc_id="d",
+            chunk_index=0,
+            vector_id="2",
+            source="kb/d.md",
+            title="D",
+            category="ops",
+            metadata={"lang": "fr"},
+        ),
+    ]
+    for pipeline in ("legacy-merge", "legacy-first"):
+        config = RagConfig.from_properties_text(f"rag.pipeline={pipeline}\nrag.top-k=5")
+        (block,) = Pipeline(config).process(HINTS, hits).result.blocks
+        assert (block.key, block.position, block.score) == ("kb/d.md", 1, 0.9)
+        assert (block.doc_id, block.source, block.title, block.category) == ("d", "kb/d.md", "D", "ops")
+        assert block.metadata == {"lang": "fr"}
+        assert [(r.original_rank, r.vector_id) for r in block.hit_reasons] == [(2, "2"), (1, "1")]
+        merged = pipeline == "legacy-merge"
+        assert block.content == ("two\n\none" if merged else "two")
+        assert [m.key for m in block.members] == (["d#chunk-0", "d#chunk-1"] if merged else ["d#chunk-0"])
+
+
 def test_content_dedup_what_if_drops_same_text_after_key_dedup_before_the_cap() -> None:
     same = "Restart the SQL thread."
     hits = [

@@ -66,6 +66,10 @@ def test_shared_hits_are_cut_to_each_configs_retrieve_k() -> None:
 
     narrow = Pipeline(RagConfig.from_properties_text("rag.retrieve-k=2\nrag.return-n=2")).process(wide.hints, wide.hits)
     assert [h.vector_id for h in narrow.hits] == ["1", "2"]
+    # the shared search and transform are not this lookup's: timed nowhere unless the caller says
+    assert (narrow.timings.search_ns, narrow.timings.transform_ns) == (0, 0) and narrow.timings.postprocess_ns > 0
+    timed = Pipeline(RagConfig()).process(wide.hints, wide.hits, search_ns=7, transform_ns=3)
+    assert (timed.timings.search_ns, timed.timings.transform_ns) == (7, 3)
 
 
 def test_transformer_hints() -> None:

@@ -5,14 +5,18 @@ queries with more relevant chunks than a cutoff, several configs with and withou
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_eval.harness.rows import SCHEMA
-from rag_eval.metrics import measures
+from rag_eval.metrics import columns, measures
 
+from . import rowwise_measures
 from .measures_equivalence import assert_same_measures
 
 CHUNKS = [f"d{d}#chunk-{c}" for d in range(3) for c in range(3)] + ["unknown:9", "x#chunk-1#chunk-2"]
@@ -112,3 +116,34 @@ def test_a_query_with_eight_or_more_pairs_averages_them_as_numpy_does() -> None:
     frame = measures.per_query_frame(pd.DataFrame([row]), [5], {"a": None})
     assert frame.loc[0, "same_doc_pairs"] == 10
     assert frame.loc[0, "same_doc_recall"] == float(np.mean(recalls))
+
+
+def test_values_per_row_of_a_list_column_count_a_null_list_as_empty() -> None:
+    table = pa.Table.from_batches(
+        [pa.record_batch({"a": pa.array([["x", "y"], None, [], ["z"]], pa.list_(pa.string()))})]
+    ).append_column(
+        "b",
+        pa.chunked_array([pa.array([[1], [2, 3]], pa.list_(pa.int32())), pa.array([[], [4]], pa.list_(pa.int32()))]),
+    )
+    lengths = columns.list_lengths(table, "a")
+    assert lengths.tolist() == [2, 0, 0, 1] and lengths.dtype == np.int64
+    assert columns.list_lengths(table, "b").tolist() == [1, 2, 0, 1]  # several chunks, read as one
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows("q", "a"), st.sampled_from([None, 1, 2, 3]), st.sampled_from([(1, 3, 5, 10), (2,), (1, 20)]))
+def test_the_definitions_on_one_row_give_what_the_row_by_row_oracle_gives(
+    row: dict[str, Any], cap: int | None, cutoffs: tuple[int, ...]
+) -> None:
+    assert measures.same_doc_pairs(row, cap) == rowwise_measures.same_doc_pairs(row, cap)
+    assert measures.content_duplicate_breakdown(row) == rowwise_measures.content_duplicate_breakdown(row)
+    assert measures.chunk_ranking(row) == rowwise_measures.chunk_ranking(row)
+    assert measures.doc_ranking(row) == rowwise_measures.doc_ranking(row)
+    levels = (
+        (measures.chunk_ranking, "relevant_chunks", "relevant_grades"),
+        (measures.doc_ranking, "relevant_docs", "relevant_doc_grades"),
+    )
+    for ranking, items, grades in levels:
+        qrels = dict(zip(row[items], row[grades], strict=True))
+        ours = measures.standard_measures(ranking(row), qrels, cutoffs)
+        assert ours == rowwise_measures.standard_measures(ranking(row), qrels, cutoffs)

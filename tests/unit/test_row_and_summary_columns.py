@@ -16,7 +16,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import Pipeline, StageTimings
 from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.harness.rows import SCHEMA, build_row, rows_to_table
-from rag_eval.metrics.measures import doc_of, summarize, summary_frame
+from rag_eval.metrics.measures import COPY, SAME_TEXT, doc_of, summarize, summary_frame
 
 from .rowkit import HINTS, as_hit, as_table, replay_record, stored, truth_for
 
@@ -189,3 +189,44 @@ def test_cap_violations_are_counted_all_and_listed_up_to_fifty() -> None:
     old = summary["old"]
     assert old["n_cap_violations"] == 51 and len(old["cap_violations"]) == 50
     assert old["cap_violations"][0] == {"query_id": "q0", "doc_id": "d", "chunks": 2, "cap": 1}
+
+
+def test_every_kind_of_summary_entry_becomes_named_columns() -> None:
+    summary = {
+        "c": {
+            "queries": 2,
+            "chunk": {"P@1": 0.5},
+            "doc": {"P@1": 1.0},
+            "payload": {"chars_p50": 40.0},
+            "latency_us": {"search": {"p50": 20.0}},
+            "stage_losses": {"cap": 1},
+            # the replay adds how search was timed and the configs that share its timing (a list)
+            "search_latency": {"timed_queries": 2, "timed_search": "all", "shared_with": ["b", "d"]},
+            "content_duplicates": {"total": 3, "by_cause": {COPY: 2, SAME_TEXT: 1}, "by_key_kind": {"vector": 3}},
+            "cap_violations": [{"query_id": "q", "doc_id": "d", "chunks": 3, "cap": 2}],
+            "true_cap_violations": [{"query_id": "q", "doc_id": "d", "chunks": 3, "cap": 2}],
+            "n_true_cap_violations": 1,
+        },
+        "b": {"queries": 1, "stage_losses": {}},
+    }
+    frame = summary_frame(summary)
+    assert list(frame.columns) == [
+        "queries",
+        "chunk:P@1",
+        "doc:P@1",
+        "payload:chars_p50",
+        "latency:search:p50",
+        "lost:cap",
+        "search_latency:timed_queries",
+        "search_latency:timed_search",
+        "search_latency:shared_with",
+        "content_duplicates",
+        f"content_duplicates:cause:{COPY}",
+        f"content_duplicates:cause:{SAME_TEXT}",
+        "content_duplicates:key_kind:vector",
+        "n_true_cap_violations",
+    ]
+    c = frame.loc["c"]
+    assert c["search_latency:shared_with"] == "b, d" and c["search_latency:timed_search"] == "all"
+    assert c["content_duplicates"] == 3 and c[f"content_duplicates:cause:{COPY}"] == 2
+    assert frame["lost:cap"].tolist() == [1, 0] and frame.index.tolist() == ["c", "b"]

@@ -13,7 +13,15 @@ import pytest
 from rag_eval.core.errors import RunStoreError
 from rag_eval.harness.rows import SCHEMA
 from rag_eval.harness.store import RunStore
-from rag_eval.metrics.measures import chunk_ranking, doc_ranking, pair_frame, query_values, summarize
+from rag_eval.metrics import perquery
+from rag_eval.metrics.measures import (
+    PAIR_COLUMNS,
+    chunk_ranking,
+    doc_ranking,
+    pair_frame,
+    query_values,
+    summarize,
+)
 from tests.benchmarks.synthetic import per_query_table
 
 CONFIGS = [
@@ -96,3 +104,48 @@ def test_the_store_reads_only_the_columns_asked_for(tmp_path: Path, table: pa.Ta
     assert all(p.schema.names == ["query_id", "config"] for p in parts)
     assert sum(p.num_rows for p in parts) == table.num_rows
     assert pa.concat_tables(store.iter_parts()).schema.equals(SCHEMA)
+
+
+@pytest.mark.parametrize("batch_rows", [97, 700])  # fifteen batches; two
+def test_measured_batch_by_batch_the_measures_are_those_of_the_whole_table(
+    monkeypatch: pytest.MonkeyPatch, table: pa.Table, batch_rows: int
+) -> None:
+    caps, checked = {"a": 2, "b": None}, {"a": 2, "b": 1}
+    whole = perquery.compute(table, (1, 5), caps, checked)
+    whole_pairs = perquery.same_doc_pairs(table, caps)
+    whole_pair_frame = pair_frame(table, caps)
+    whole_summary, whole_frame = summarize(table, configs=CONFIGS, cutoffs=(1, 5))
+    assert all(whole_summary[c]["stage_losses"] for c in ("a", "b"))  # losses in both configs to tell apart
+    assert len(whole.pairs) and len(whole.breakdown) and len(whole.over_cap)  # every kind of entry is there
+    monkeypatch.setattr(perquery, "BATCH_ROWS", batch_rows)  # rows measured at once: several batches now
+    batched = perquery.compute(table, (1, 5), caps, checked)
+    for name in ("frame", "pairs", "breakdown"):
+        pd.testing.assert_frame_equal(getattr(batched, name), getattr(whole, name))
+    for by in ("stored", "true"):  # each batch lists its stored then its true groups: read by kind
+        one, other = (m.over_cap[m.over_cap["by"] == by].reset_index(drop=True) for m in (batched, whole))
+        pd.testing.assert_frame_equal(one, other)
+    assert batched.max_doc_chunks.tolist() == whole.max_doc_chunks.tolist()
+    pd.testing.assert_frame_equal(perquery.same_doc_pairs(table, caps), whole_pairs)
+    pd.testing.assert_frame_equal(pair_frame(table, caps), whole_pair_frame)
+    summary, frame = summarize(table, configs=CONFIGS, cutoffs=(1, 5))
+    assert repr(summary) == repr(whole_summary)
+    pd.testing.assert_frame_equal(frame, whole_frame)
+
+
+def test_a_stream_without_parts_has_no_pairs(table: pa.Table) -> None:
+    none = pair_frame(iter([]), {"a": 2})
+    assert none.empty and list(none.columns) == list(PAIR_COLUMNS)
+    empty = pair_frame(table.slice(0, 0), {"a": 2})  # an empty table: one empty batch, the same frame
+    assert empty.empty and list(empty.columns) == list(PAIR_COLUMNS)
+
+
+def test_parts_are_regrouped_into_tables_of_at_least_the_rows_asked_for(table: pa.Table) -> None:
+    # tables and a file's record batches: 99 rows (one short), 1 (exactly there), twice; then 5 (the rest)
+    def batch(start: int) -> pa.RecordBatch:
+        return table.slice(start, 1).to_batches()[0]
+
+    parts = [table.slice(0, 99), batch(99), table.slice(100, 99), batch(199), table.slice(200, 5)]
+    grouped = list(perquery.rebatched(parts, rows=100))
+    assert all(isinstance(t, pa.Table) for t in grouped)
+    assert [t.num_rows for t in grouped] == [100, 100, 5]
+    assert pa.concat_tables(grouped).equals(table.slice(0, 205))
