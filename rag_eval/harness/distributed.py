@@ -47,10 +47,17 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.core.errors import ClusterError, ConfigError, ConfigProblem, RunStoreError, SearchUnavailableError
+from rag_eval.core.errors import (
+    ClusterError,
+    ConfigError,
+    ConfigProblem,
+    RagEvalError,
+    RunStoreError,
+    SearchUnavailableError,
+)
 from rag_eval.embed.store import write_atomic as atomic_write_parquet
 from rag_eval.harness.experiment import ConfigSpec
-from rag_eval.harness.replay import BatchTiming, Replayer
+from rag_eval.harness.replay import BatchTiming, Replayer, long_lived_frozen
 from rag_eval.harness.rows import Truth, rows_to_table
 from rag_eval.search.milvus import IndexSpec, MilvusSearch, is_server_uri
 
@@ -160,16 +167,20 @@ def part_name(number: int) -> str:
 def connect(cluster: Cluster) -> Iterator[Any]:
     """A Dask client on ``cluster``: a LocalCluster of processes started now (closed after), or the
     scheduler's; refused (exit 3) when it cannot be reached or has no worker within the timeout."""
+    import dask
     from distributed import Client, LocalCluster
 
     local = None
     try:
         if cluster.scheduler is None:
-            # processes (the GIL would serialise the post-processing), one thread each: one batch at a time
-            local = LocalCluster(
-                n_workers=cluster.workers or 1, threads_per_worker=1, processes=True, dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )  # fmt: skip
+            # processes (the GIL would serialise the post-processing), one thread each: one batch at a time;
+            # without the workers' sampling profiler, which takes the GIL every 10 ms from the replay; the
+            # scheduler's HTTP server on a free port (a fixed one would collide with another run's)
+            with dask.config.set({"distributed.worker.profile.enabled": False}):
+                local = LocalCluster(
+                    n_workers=cluster.workers or 1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                    silence_logs=logging.ERROR,
+                )  # fmt: skip
             client = Client(local, set_as_default=False)
         else:
             client = Client(cluster.scheduler, timeout=cluster.connect_timeout, set_as_default=False)
@@ -364,12 +375,44 @@ def _port(job: WorkerJob) -> _WorkerPort:
 
 def run_batch(job: WorkerJob, task: BatchTask) -> tuple[int, int]:
     """On a worker: replay one batch as a serial run does, write its part. Returns (number, queries)."""
-    port = _port(job)
-    port.vectors = dict(zip(task.texts, task.vectors, strict=True))
-    replayer = Replayer(port.search, job.configs, job.truth, warmup=job.warmup, prime=job.prime)
-    write_part(job.parts_url, task.number, replayer.run_batch(task.batch, task.timing))
-    port.vectors = {}
+    try:
+        port = _port(job)
+        port.vectors = dict(zip(task.texts, task.vectors, strict=True))
+        replayer = Replayer(port.search, job.configs, job.truth, warmup=job.warmup, prime=job.prime)
+        with long_lived_frozen():  # as in a serial replay: the collector leaves the ground truth alone
+            write_part(job.parts_url, task.number, replayer.run_batch(task.batch, task.timing))
+        port.vectors = {}
+    except RagEvalError as exc:
+        # to the driver as the project's error alone: its cause is pymilvus's or gRPC's, which need not
+        # pickle (the driver would get a bare Exception) and can even loop
+        exc.__cause__ = exc.__context__ = None
+        exc.__suppress_context__ = True
+        raise
+    except Exception as exc:
+        cut_cycles(exc)
+        raise
     return task.number, len(task.batch)
+
+
+def cut_cycles(exc: BaseException) -> None:
+    """Cut an exception's chain of causes where it loops back on itself. Dask follows ``__cause__`` to
+    send a task's error to the driver, forever when the chain loops (a pymilvus connection error's does).
+
+    >>> a, b = ValueError("a"), KeyError("b")
+    >>> a.__cause__, b.__cause__ = b, a
+    >>> cut_cycles(a); a.__cause__ is b, b.__cause__ is None
+    (True, True)
+    """
+    seen = {id(exc)}
+    current: BaseException | None = exc
+    while current is not None:
+        following = current.__cause__ if current.__cause__ is not None else current.__context__
+        if following is not None and id(following) in seen:
+            current.__cause__ = current.__context__ = None
+            return
+        if following is not None:
+            seen.add(id(following))
+        current = following
 
 
 def write_part(parts_url: str, number: int, rows: list[dict[str, object]]) -> None:

@@ -73,7 +73,7 @@ BatchTiming = tuple[list[int], dict[tuple[Signature, int], list[float]]]
 
 
 @contextmanager
-def _long_lived_frozen() -> Iterator[None]:
+def long_lived_frozen() -> Iterator[None]:
     """Keep the cyclic garbage collector off what exists before the replay (data set, labels, ground
     truth: alive until it ends). A full collection walks every object, and with a data set in memory
     one took 60 ms of a 260 ms replay. Left alone when something else froze objects already."""
@@ -143,7 +143,7 @@ class Replayer:
         """Replay ``queries`` ((id, text) pairs) in batches; returns the batches run now."""
         self._timed = self.timing.timed(len(queries))
         ran = 0
-        with _long_lived_frozen():
+        with long_lived_frozen():
             for number, idx in enumerate(batches(len(queries), batch_size)):
                 if number in skip:
                     self.tick("skipped", len(idx))
