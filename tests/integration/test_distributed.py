@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from distributed import LocalCluster
 
 from rag_eval import cli, jobs
 from rag_eval.core.errors import ClusterError, SearchUnavailableError
@@ -78,10 +79,13 @@ def test_two_workers_on_the_server_give_the_serial_rows(
     drop_after(server_uri, collection_name)
     exp = small(server_uri, tmp_path, collection=collection_name)
     serial = jobs.run_experiment(exp, tmp_path / "serial")  # type: ignore[arg-type]
-    dask = jobs.run_experiment(exp, tmp_path / "dask", cluster=Cluster(workers=2))  # type: ignore[arg-type]
+    # a cluster of its own, reached by its scheduler's address as --scheduler does
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as running:
+        cluster = Cluster(scheduler=running.scheduler_address)
+        dask = jobs.run_experiment(exp, tmp_path / "dask", cluster=cluster)  # type: ignore[arg-type]
     assert rows(dask.out).equals(rows(serial.out))
     assert timed(dask.out) == timed(serial.out) == 80 * 5
-    assert dask.summary["execution"]["replay"].startswith("query batches as Dask tasks")
+    assert dask.summary["execution"]["replay"].startswith("query batches as Dask tasks on the workers of the Dask")
 
 
 @pytest.mark.milvus_lite
