@@ -45,8 +45,8 @@ def timed(run: Path) -> int:
 
 
 def small(uri: str, tmp_path: Path, **overrides: object) -> object:
-    exp = with_overrides(load_experiment(DEFAULT), milvus_uri=uri, query_limit=80, **overrides)  # type: ignore[arg-type]
-    return replace(exp, batch_size=16, cache_dir=tmp_path / "cache")  # 5 batches
+    exp = with_overrides(load_experiment(DEFAULT), milvus_uri=uri, query_limit=48, **overrides)  # type: ignore[arg-type]
+    return replace(exp, batch_size=16, cache_dir=tmp_path / "cache")  # 3 batches
 
 
 @pytest.mark.milvus_lite
@@ -57,14 +57,14 @@ def test_two_workers_on_lite_give_the_serial_rows_from_the_cli(tmp_path: Path) -
     scratch.mkdir()
     remote = tmp_path / "remote-parts"
     proc = subprocess.run(
-        [sys.executable, "-m", "rag_eval.cli", "run", str(DEFAULT), "-q", "--milvus-uri", lite, "--limit", "80",
+        [sys.executable, "-m", "rag_eval.cli", "run", str(DEFAULT), "-q", "--milvus-uri", lite, "--limit", "48",
          "--out", str(tmp_path / "dask"), "--workers", "2", "--parts", f"file://{remote}"],
         capture_output=True, text=True, cwd=tmp_path, env={**ENV, "TMPDIR": str(scratch)}, timeout=600,
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr  # the shipped gates may warn or fail; a crash is 70
     # --limit on the CLI keeps the experiment's batches of 64: other parts, the same rows
     assert rows(tmp_path / "dask").equals(rows(serial.out))
-    assert timed(tmp_path / "dask") == timed(serial.out) == 80 * 5  # every query timed (fewer than the sample)
+    assert timed(tmp_path / "dask") == timed(serial.out) == 48 * 5  # every query timed (fewer than the sample)
     summary = json.loads((tmp_path / "dask" / "summary.json").read_text())
     assert "2 local worker processes" in summary["execution"]["replay"]
     assert "serially" in summary["execution"]["search_timing"]
@@ -84,7 +84,7 @@ def test_two_workers_on_the_server_give_the_serial_rows(
         cluster = Cluster(scheduler=running.scheduler_address)
         dask = jobs.run_experiment(exp, tmp_path / "dask", cluster=cluster)  # type: ignore[arg-type]
     assert rows(dask.out).equals(rows(serial.out))
-    assert timed(dask.out) == timed(serial.out) == 80 * 5
+    assert timed(dask.out) == timed(serial.out) == 48 * 5
     assert dask.summary["execution"]["replay"].startswith("query batches as Dask tasks on the workers of the Dask")
 
 
