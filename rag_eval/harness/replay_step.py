@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.core.errors import UnsupportedFeatureError
+from rag_eval.core.errors import RunStoreError, UnsupportedFeatureError
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import SearchMode
 from rag_eval.embed.embedders import VectorResolver
@@ -173,6 +173,13 @@ def replay(
 
         tasks = _tasks(queries, texts, prep.resolver, exp.batch_size, timings)
         replay_batches(cluster, job, tasks, parts_dir=store.parts_dir, done=finished)
+        absent = sorted(set(timings) - store.finished_batches())
+        if absent:  # workers on other machines wrote into a .parts of their own: never a run with fewer queries
+            raise RunStoreError(
+                f"{len(absent)} query batches the workers finished are not in {store.parts_dir} (batch "
+                f"{absent[0]} first): give --parts a directory or URL that both the workers and this process reach",
+                path=str(store.parts_dir),
+            )
     store.check_parts()
     return Replayed(
         store=store,

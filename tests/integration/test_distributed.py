@@ -20,7 +20,7 @@ import pytest
 from distributed import LocalCluster
 
 from rag_eval import cli, jobs
-from rag_eval.core.errors import ClusterError, SearchUnavailableError
+from rag_eval.core.errors import ClusterError, RunStoreError, SearchUnavailableError
 from rag_eval.harness.distributed import BatchTask, Cluster, WorkerJob, connect, replay_batches
 from rag_eval.harness.experiment import load_experiment, with_overrides
 from rag_eval.harness.rows import Truth
@@ -107,6 +107,20 @@ def test_resume_on_workers_runs_only_the_missing_batches(tmp_path: Path) -> None
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert rows(out).equals(rows(tmp_path / "serial")) and rows(out).num_rows == 264
+
+
+@pytest.mark.milvus_lite
+def test_batches_the_workers_wrote_out_of_reach_are_an_error_not_a_smaller_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_eval.harness import replay_step
+
+    # as if remote workers had written into a .parts of their own machine's: nothing arrives here
+    monkeypatch.setattr(replay_step, "replay_batches", lambda *args, **kwargs: 3)
+    with pytest.raises(RunStoreError, match=r"3 query batches the workers finished are not in") as caught:
+        jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run", cluster=Cluster(workers=2))  # type: ignore[arg-type]
+    assert caught.value.exit_code == 3
+    assert not (tmp_path / "run" / "per_query.parquet").exists()
 
 
 def test_a_worker_that_cannot_reach_milvus_is_an_infrastructure_error(tmp_path: Path) -> None:
