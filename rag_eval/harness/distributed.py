@@ -39,7 +39,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -214,16 +214,18 @@ def replay_batches(
     *,
     parts_dir: Path,
     done: Callable[[int, int], None] = lambda number, queries: None,
+    client: Any = None,
 ) -> int:
-    """Run every task on ``cluster``; each finished part ends up in ``parts_dir`` (moved there from
-    ``job.parts_url`` when that is elsewhere). ``done(number, queries)`` after each batch. Returns the
-    batches run. The first failing batch's error is raised (the project's own errors as they are)."""
+    """Run every task on ``cluster`` (through ``client`` when already connected to it); each finished part
+    ends up in ``parts_dir`` (moved there from ``job.parts_url`` when that is elsewhere). ``done(number,
+    queries)`` after each batch. Returns the batches run. The first failing batch's error is raised (the
+    project's own errors as they are)."""
     from distributed import as_completed
     from distributed.client import FutureCancelledError
 
     remote = Path(job.parts_url) != parts_dir
     ran = 0
-    with connect(cluster) as client:
+    with connect(cluster) if client is None else nullcontext(client) as client:
         shared = client.scatter(job, broadcast=True, hash=False)
         threads = max(1, sum(client.nthreads().values()))
         pending = iter(tasks)

@@ -8,7 +8,8 @@ the rows a batch gets are the same: only where the batch is replayed differs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import SearchMode
 from rag_eval.embed.embedders import VectorResolver
 from rag_eval.harness import provenance
-from rag_eval.harness.distributed import BatchTask, Cluster, WorkerJob, replay_batches, session_url
+from rag_eval.harness.distributed import BatchTask, Cluster, WorkerJob, connect, replay_batches, session_url
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult
 from rag_eval.harness.load import LoadResult
@@ -123,6 +124,31 @@ def replay(
     )
     with MilvusStore(exp.resolved_uri, ingested.collection, token_env=exp.token_env, timeout=exp.timeout) as ms:
         backend = ms.backend()
+    with ExitStack() as cluster_client:
+        # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing
+        client = cluster_client.enter_context(connect(cluster)) if cluster is not None else None
+        return _replay(exp, prep, ingested, store, resume=resume, progress=progress, cluster=cluster,
+                       client=client, queries=queries, texts=texts, encoder=encoder, truth=truth,
+                       backend=backend)  # fmt: skip
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _replay(
+    exp: Experiment,
+    prep: Prepared,
+    ingested: IngestResult,
+    store: RunStore,
+    *,
+    resume: bool,
+    progress: Progress,
+    cluster: Cluster | None,
+    client: Any,
+    queries: list[tuple[str, str]],
+    texts: list[str],
+    encoder: Callable[[Sequence[str]], list[list[float]]],
+    truth: Truth,
+    backend: BackendInfo,
+) -> Replayed:
     with MilvusSearch(
         exp.resolved_uri, ingested.collection, encoder, index=exp.index, token_env=exp.token_env, timeout=exp.timeout
     ) as port:
@@ -133,7 +159,7 @@ def replay(
             port,
             exp.configs,
             truth,
-            transformer=transformer,
+            transformer=KnowledgeQueryTransformer(),
             warmup=exp.warmup,
             timing=exp.timing,
             prime=backend.kind == "server",
@@ -172,7 +198,7 @@ def replay(
             progress.tick("post-process", n * len(exp.configs))
 
         tasks = _tasks(queries, texts, prep.resolver, exp.batch_size, timings)
-        replay_batches(cluster, job, tasks, parts_dir=store.parts_dir, done=finished)
+        replay_batches(cluster, job, tasks, parts_dir=store.parts_dir, done=finished, client=client)
         absent = sorted(set(timings) - store.finished_batches())
         if absent:  # workers on other machines wrote into a .parts of their own: never a run with fewer queries
             raise RunStoreError(

@@ -146,6 +146,14 @@ def test_a_scheduler_that_cannot_be_reached_is_an_infrastructure_error() -> None
     assert caught.value.exit_code == 3
 
 
+@pytest.mark.milvus_lite
+def test_a_run_whose_scheduler_cannot_be_reached_leaves_no_run_directory(tmp_path: Path) -> None:
+    unreachable = Cluster(scheduler="tcp://127.0.0.1:9", connect_timeout=1.0)
+    with pytest.raises(ClusterError) as caught:
+        jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run", cluster=unreachable)  # type: ignore[arg-type]
+    assert caught.value.exit_code == 3 and not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
