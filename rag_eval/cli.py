@@ -196,6 +196,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from rag_eval import jobs
 
+    cluster = _cluster(args)
     exp = _experiment(args)
     gates = _gates(args)
     if args.out:
@@ -210,7 +211,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with progress.running():
         result = jobs.run_experiment(
             exp, out, resume=args.resume, progress=progress, gates=gates, against=args.against,
-            intersection=args.intersection,
+            intersection=args.intersection, cluster=cluster,
         )  # fmt: skip
     title = f"{exp.name} ({result.summary['queries']} queries, labels: {result.summary['label_level']})"
     table = Table(title=escape(title))
@@ -227,6 +228,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     console.print(f"html report: {escape(str(result.out / 'report.html'))}")
     console.print(f"run directory: {escape(str(result.out))} (compare.json, junit.xml, summary.md)")
     return result.exit_code
+
+
+def _cluster(args: argparse.Namespace) -> Any:
+    """The Dask cluster of ``--workers`` / ``--scheduler`` / ``--parts`` (None: replay in this process)."""
+    if args.workers is None and args.scheduler is None:
+        if args.parts is not None:
+            raise _usage("--parts", "give --workers N or --scheduler ADDRESS with it")
+        return None
+    from rag_eval.harness import distributed
+
+    if args.workers is not None and args.scheduler is not None:
+        raise _usage("--workers", "give --workers N (local processes) or --scheduler ADDRESS, not both")
+    return distributed.Cluster(
+        workers=distributed.parse_workers(args.workers) if args.workers is not None else None,
+        scheduler=distributed.parse_scheduler(args.scheduler) if args.scheduler is not None else None,
+        parts_url=distributed.check_parts_url(args.parts) if args.parts is not None else None,
+    )
+
+
+def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workers", metavar="N",
+        help="replay the query batches in N local worker processes (Dask); the rows are a serial run's",
+    )  # fmt: skip
+    p.add_argument(
+        "--scheduler", metavar="ADDRESS",
+        help="replay the query batches on the workers of this Dask scheduler (tcp://host:8786)",
+    )  # fmt: skip
+    p.add_argument(
+        "--parts", metavar="URL",
+        help="where the workers write finished batches: a directory or fsspec URL they reach (default: the run "
+        "directory's .parts)",
+    )  # fmt: skip
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -288,12 +322,13 @@ def _cell(value: Any) -> str:
 def _cmd_nightly(args: argparse.Namespace) -> int:
     from rag_eval import jobs
 
+    cluster = _cluster(args)
     exp = _experiment(args)
     progress = jobs.Progress(quiet=args.quiet)
     with progress.running():
         night = jobs.nightly(
             exp, root=args.root, accepted_root=args.accepted_dir, history=args.history, gates=_gates(args),
-            progress=progress,
+            progress=progress, cluster=cluster,
         )  # fmt: skip
     if night.run.comparison is not None:
         _print_gates(night.run.comparison.document)
@@ -440,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_gate_args(p)
     p.add_argument("--against", help="compare with this earlier run directory instead of within the run")
+    _add_cluster_args(p)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("compare", help="compare run directories and apply the gates (reads run directories only)")
@@ -468,6 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default="reports/nightly", help="nights are written to ROOT/<UTC date>/")
     p.add_argument("--accepted-dir", default="reports/accepted", help="where accepted baselines are kept")
     p.add_argument("--history", default="reports/history.parquet", help="the history file")
+    _add_cluster_args(p)
     p.set_defaults(func=_cmd_nightly)
 
     p = sub.add_parser(

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,23 +29,31 @@ from rag_eval.compare.history import (
 )
 from rag_eval.compare.rundir import IDENTITY, RunData
 from rag_eval.core.config import PipelineKind
-from rag_eval.core.errors import RunDirectoryError, RunStoreError, UnsupportedFeatureError
-from rag_eval.core.transform import KnowledgeQueryTransformer
-from rag_eval.core.types import SearchMode
-from rag_eval.datasets.beir import Dataset, load_beir
+from rag_eval.core.errors import RunDirectoryError, RunStoreError
+from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
-from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, chunk_qrels
+from rag_eval.datasets.labels import chunk_dataset
 from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
 from rag_eval.embed.store import write_atomic as atomic_write_parquet
 from rag_eval.harness import provenance
+from rag_eval.harness.distributed import Cluster
 from rag_eval.harness.experiment import Experiment
-from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
+from rag_eval.harness.ingest import IngestResult, ensure_collection
 from rag_eval.harness.load import LoadResult, load_step, refuse_lite
 from rag_eval.harness.load_file import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
 from rag_eval.harness.load_settings import LoadSettings
-from rag_eval.harness.replay import Replayer, batches, timing_groups
-from rag_eval.harness.rows import SCHEMA, Truth
+from rag_eval.harness.replay import timing_groups
+from rag_eval.harness.replay_step import Replayed, replay
+from rag_eval.harness.rows import SCHEMA
+from rag_eval.harness.steps import (
+    Prepared,
+    ingest_collection,
+    normalized_queries,
+    prepare,
+    vector_files,
+)
+from rag_eval.harness.steps import Progress as Progress  # the CLI's progress bars
 from rag_eval.harness.store import (
     RunStore,
     atomic_write_json,
@@ -64,113 +70,7 @@ from rag_eval.reports.junit import render_junit
 from rag_eval.reports.load import render_load_markdown
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.reports.summary import render_summary
-from rag_eval.search.milvus import MilvusSearch, MilvusStore
-from rag_eval.search.milvus_schema import BackendInfo, redact_uri
-
-REGENERATE_HINT = "run `make embeddings` (or `rag-eval embed DATASET`) to rebuild them"
-
-
-def chunker_slug(spec: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", spec).strip("-")
-
-
-def vector_files(vectors_dir: Path, chunker_spec: str) -> tuple[Path, Path]:
-    return vectors_dir / f"chunks.{chunker_slug(chunker_spec)}.parquet", vectors_dir / "queries.parquet"
-
-
-def normalized_queries(dataset: Dataset, transformer: KnowledgeQueryTransformer | None = None) -> list[str]:
-    t = transformer or KnowledgeQueryTransformer()
-    return [t.transform(q.text).normalized_query for q in dataset.queries.values()]
-
-
-def make_resolver(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus) -> VectorResolver:
-    """Precomputed vectors of the data set (checked against its chunks and queries), then the
-    on-disk cache, then the model for whatever is still missing."""
-    spec = EmbedderSpec(model=exp.embedder_model, normalize=exp.embedder_normalize)
-    chunk_file, query_file = vector_files(exp.resolved_vectors_dir, exp.chunker_spec)
-    precomputed = []
-    for path, texts in (
-        (chunk_file, [c.content for c in corpus.chunks]),
-        (query_file, normalized_queries(dataset)),
-    ):
-        if path.is_file():
-            vf = VectorFile.read(path)
-            if vf.model_id == spec.model_id:
-                vf.check_matches(texts, model_id=spec.model_id, regenerate_hint=REGENERATE_HINT)
-                precomputed.append(vf)
-    cache = EmbeddingCache(exp.cache_dir, spec.model_id)
-    return VectorResolver(spec.model_id, cache=cache, precomputed=precomputed, factory=spec.build)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Prepared:
-    dataset: Dataset
-    corpus: ChunkedCorpus
-    labels: ChunkQrels
-    rows: list[IngestRow]
-    resolver: VectorResolver
-
-
-def prepare(exp: Experiment) -> Prepared:
-    dataset = load_beir(exp.dataset_path, exp.split)
-    corpus = chunk_dataset(dataset, parse_chunker(exp.chunker_spec))
-    labels = chunk_qrels(dataset, corpus, min_overlap_chars=exp.min_overlap_chars)
-    return Prepared(
-        dataset=dataset,
-        corpus=corpus,
-        labels=labels,
-        rows=plan_rows(corpus, exp.profile),
-        resolver=make_resolver(exp, dataset, corpus),
-    )
-
-
-# -- progress ---------------------------------------------------------------------------------
-
-
-class Progress:
-    """rich progress bars on stderr (silent when not a terminal and ``quiet``)."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-        from rich.progress import Progress as RichProgress
-
-        self.console = Console(stderr=True)
-        self._bar = RichProgress(
-            TextColumn("{task.description:<18}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-            disable=quiet,
-            transient=False,
-        )
-        self._tasks: dict[str, Any] = {}
-        self.quiet = quiet
-
-    @contextmanager
-    def running(self) -> Iterator[Progress]:
-        with self._bar:
-            yield self
-
-    def factory(self, label: str, total: int) -> Callable[[int], None]:
-        if total == 0:
-            return lambda n: None  # nothing to do: no bar
-        task = self._bar.add_task(label, total=total)
-        return lambda n: self._bar.advance(task, n)
-
-    def phase(self, label: str, total: int) -> None:
-        self._tasks[label] = self._bar.add_task(label, total=total)
-
-    def tick(self, label: str, n: int) -> None:
-        if label in self._tasks:
-            self._bar.advance(self._tasks[label], n)
-
-    def log(self, message: str) -> None:
-        """Print a line of plain text (never read as rich markup: names and paths are the user's)."""
-        if not self.quiet:
-            self._bar.console.print(message, markup=False, highlight=False)
-
+from rag_eval.search.milvus_schema import redact_uri
 
 # -- ingest -----------------------------------------------------------------------------------
 
@@ -253,20 +153,6 @@ class RunResult:
     exit_code: int = 0  # the gates' (0 pass or warn, 1 a fail gate fired, 2 a fail gate not evaluable)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Replayed:
-    """What the replay step leaves: the run store with its parts (the per-query rows, read one batch at a
-    time by the later steps, never all at once), the Milvus facts."""
-
-    store: RunStore
-    queries: int
-    ingest: IngestResult
-    backend: BackendInfo
-    resumed_batches: int
-    load: LoadResult | None = None  # the experiment's [load] measurement, when it has one
-    timing_seconds: float = 0.0  # the search timing pass, this session: the latency measurement's own cost
-
-
 def config_rows(exp: Experiment) -> list[dict[str, Any]]:
     out = []
     for spec in exp.configs:
@@ -308,30 +194,6 @@ def pipeline_note(spec: Any) -> str:
     return PIPELINE_NOTES[spec.config.pipeline]
 
 
-def _preflight(exp: Experiment, port: MilvusSearch) -> None:
-    """Every search mode the configs ask for must be really performed by this backend."""
-    modes = {spec.mode for spec in exp.configs}
-    if not modes & {SearchMode.GROUPED, SearchMode.HYBRID}:
-        return
-    features = port.features()
-    uri = exp.as_dict()["milvus"]["uri"]
-    for spec in exp.configs:
-        if spec.mode is SearchMode.GROUPED and not features.grouping:
-            raise UnsupportedFeatureError(
-                f"config {spec.name!r} uses mode 'grouped' but Milvus at {uri} ignores grouping search: "
-                "use mode 'dense' (the client-side cap) or Milvus Lite / a server >= 2.4",
-                feature="grouping",
-                uri=uri,
-            )
-        if spec.mode is SearchMode.HYBRID and not features.hybrid:
-            raise UnsupportedFeatureError(
-                f"config {spec.name!r} uses mode 'hybrid' but Milvus at {uri} has no BM25 full-text search: "
-                "use mode 'dense' or Milvus Lite / a server >= 2.5",
-                feature="hybrid",
-                uri=uri,
-            )
-
-
 def run_experiment(
     exp: Experiment,
     out: str | Path,
@@ -343,12 +205,14 @@ def run_experiment(
     against_self: bool = False,
     intersection: bool = False,
     notes: Sequence[str] = (),
+    cluster: Cluster | None = None,
 ) -> RunResult:
     """Replay ``exp`` into ``out`` and gate it: prepare, ingest, replay, summarise, compare, write.
 
     Compared within the run (every config against the baseline) unless ``against`` names an earlier
     run directory (``against_self``: the run against itself, as a first night does). The gates are
     ``gates``, else the experiment's, else the shipped default; they are checked before anything runs.
+    ``cluster``: replay the query batches on Dask workers (the rows are the same as a serial run's).
     """
     prog = progress or Progress(quiet=True)
     clock = provenance.Clock.start()
@@ -366,7 +230,7 @@ def run_experiment(
         if earlier is not None and not intersection:
             _check_pairable(exp, prep, earlier)
         collection = ingest_collection(exp, prep, prog)
-        replayed = replay(exp, prep, collection, store, resume=resume, progress=prog)
+        replayed = replay(exp, prep, collection, store, resume=resume, progress=prog, cluster=cluster)
         if exp.load is not None:
             started = {"started": clock.started.isoformat(), "fingerprint": exp.fingerprint()}
             replayed = replace(replayed, load=measure_load(exp, prep, collection, exp.load, run=started, progress=prog))
@@ -399,98 +263,6 @@ def _check_pairable(exp: Experiment, prep: Prepared, earlier: RunData) -> None:
             "(rag-eval accept) or give --intersection",
             path=earlier.label,
         )
-
-
-def ingest_collection(exp: Experiment, prep: Prepared, progress: Progress) -> IngestResult:
-    """Create the collection, or reuse it when its manifest matches."""
-    ingested = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=progress.factory)
-    progress.log(
-        f"collection {ingested.collection}: {'reused' if ingested.reused else 'built'} "
-        f"({ingested.reason}; {ingested.rows} rows, {ingested.embedded} texts embedded, {ingested.seconds:.1f} s)"
-    )
-    return ingested
-
-
-def run_identity(exp: Experiment, prep: Prepared) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues: the data (checksum, split, chunker,
-    labels), how rows were written and searched, the configs, the batching and the code. Not the
-    Milvus URI as spelled (``./lite.db`` and ``lite.db``, a server back on another port, credentials)."""
-    git = provenance.git_commit()
-    return {
-        "experiment": exp.name,
-        "data set checksum": prep.dataset.checksum,
-        "split": exp.split,
-        "chunker": exp.chunker_spec,
-        "labels": [prep.labels.level, exp.min_overlap_chars],
-        "embedder": [exp.embedder_model, exp.embedder_normalize],
-        "ingest profile": exp.profile.as_dict(),
-        "index": exp.index.to_json(),
-        "configs": {c.name: c.config_hash() for c in exp.configs},
-        "baseline": exp.baseline,
-        "batch size": exp.batch_size,
-        "query limit": exp.query_limit,
-        "code": git["commit"] or provenance.package_version("rag-eval"),
-    }
-
-
-def replay(
-    exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunStore, *, resume: bool, progress: Progress
-) -> Replayed:
-    """Replay every query under every config into the run store."""
-    transformer = KnowledgeQueryTransformer()
-    queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
-    if exp.query_limit is not None:
-        queries = queries[: exp.query_limit]
-    texts = [transformer.transform(t).normalized_query for _, t in queries]
-    missing = prep.resolver.missing(texts)
-    if missing:  # embedded (and cached) now; every vector is then looked up where it is stored
-        prep.resolver.resolve(missing, progress=progress.factory("embedding queries", len(missing)))
-
-    def encoder(batch: Sequence[str]) -> list[list[float]]:
-        # a batch's vectors become lists only now: all of them as lists would be 1.2 GB at 100,000 queries
-        return [_vector(prep.resolver, t).tolist() for t in batch]
-
-    truth = Truth(
-        rows={r.vector_id: r for r in prep.rows},
-        relevance=prep.labels.relevance,
-        doc_relevance=prep.dataset.relevant_docs(),
-    )
-    with MilvusStore(exp.resolved_uri, ingested.collection, token_env=exp.token_env, timeout=exp.timeout) as ms:
-        backend = ms.backend()
-    with MilvusSearch(
-        exp.resolved_uri, ingested.collection, encoder, index=exp.index, token_env=exp.token_env, timeout=exp.timeout
-    ) as port:
-        _preflight(exp, port)  # refuse unsupported modes before anything is written
-        done = store.begin(run_identity(exp, prep), resume=resume)
-        all_batches = batches(len(queries), exp.batch_size)
-        replayer = Replayer(
-            port,
-            exp.configs,
-            truth,
-            transformer=transformer,
-            warmup=exp.warmup,
-            timing=exp.timing,
-            prime=backend.kind == "server",
-            tick=progress.tick,
-        )
-        n_timed = sum(len({s.config.retrieve_k for s in specs}) for specs in replayer.signatures.values())
-        todo_batches = [b for i, b in enumerate(all_batches) if i not in done]
-        timed = exp.timing.timed(len(queries))
-        progress.phase("retrieve", sum(len(b) for b in todo_batches) * len(replayer.signatures))
-        progress.phase("timing", sum(1 for b in todo_batches for i in b if i in timed) * n_timed)
-        progress.phase("post-process", sum(len(b) for b in todo_batches) * len(exp.configs))
-        if done:
-            progress.log(f"resuming: {len(done)} of {len(all_batches)} query batches already finished")
-        replayer.run(queries, store, batch_size=exp.batch_size, skip=done)
-    store.check_parts()
-    return Replayed(
-        store=store,
-        queries=len(queries),
-        ingest=ingested,
-        backend=backend,
-        resumed_batches=len(done),
-        timing_seconds=replayer.timing_seconds,
-    )
 
 
 def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> RunData:
@@ -535,6 +307,7 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
                 timing_seconds=replayed.timing_seconds,
             ),
             "configs": label_search_timing(summary_configs, timing_groups(exp.configs)),
+            "execution": replayed.execution,
         }
     )
     load = replayed.load.document if replayed.load is not None else None
@@ -573,12 +346,6 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
     store.publish()
     store.finish()
     return store.dir / "report.md"
-
-
-def _vector(resolver: VectorResolver, text: str) -> np.ndarray:
-    vector = resolver.lookup(text)
-    assert vector is not None  # every text was resolved before the replay began
-    return vector
 
 
 def _rankings(parts: Iterator[pa.Table]) -> Iterator[tuple[str, str, list[str], list[str]]]:
@@ -724,6 +491,7 @@ def nightly(
     gates: GateSet | None = None,
     progress: Progress | None = None,
     when: dt.datetime | None = None,
+    cluster: Cluster | None = None,
 ) -> NightResult:
     """One night: run ``exp`` into ``ROOT/<UTC date>/``, pair it with the accepted baseline (the first
     night accepts itself and says so), apply the gates, append to the history."""
@@ -737,7 +505,7 @@ def nightly(
     )
     result = run_experiment(
         exp, out, progress=progress, gates=gates, against=None if first else accepted, against_self=first,
-        notes=notes,
+        notes=notes, cluster=cluster,
     )  # fmt: skip
     if first:
         accept(out, root=accepted_root)

@@ -21,11 +21,13 @@
         ├── CollectionNotFoundError     collection missing
         ├── CollectionNotLoadedError    collection exists but is not loaded
         ├── RunStoreError               the run directory cannot be written or resumed
-        └── LoadClientError             a client process of a load measurement died or never arrived
+        ├── LoadClientError             a client process of a load measurement died or never arrived
+        └── ClusterError                the Dask scheduler cannot be reached, has no workers, or lost one
 
 Messages are one sentence that says what to do; the structured attributes
 (``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details.
-Third-party errors are translated at the boundary with ``raise ... from exc``.
+Third-party errors are translated at the boundary with ``raise ... from exc``. Every error pickles
+with its attributes (a replay's worker process raises it, the driver reports it).
 """
 
 from __future__ import annotations
@@ -35,9 +37,26 @@ from dataclasses import dataclass
 
 
 class RagEvalError(Exception):
-    """Base of every error raised on purpose by rag_eval."""
+    """Base of every error raised on purpose by rag_eval.
+
+    >>> import pickle
+    >>> err = pickle.loads(pickle.dumps(RunStoreError("cannot write a batch", path="/runs/x")))
+    >>> str(err), err.path, err.exit_code
+    ('/runs/x: cannot write a batch', '/runs/x', 3)
+    """
 
     exit_code: int = 1
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # the default rebuilds from ``args`` alone, which keyword-only attributes cannot survive
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(cls: type[RagEvalError], args: tuple[object, ...], state: dict[str, object]) -> RagEvalError:
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 class InputError(RagEvalError):
@@ -201,4 +220,12 @@ class LoadClientError(InfrastructureError):
 
     def __init__(self, message: str, *, uri: str | None = None) -> None:
         self.uri = uri
+        super().__init__(message)
+
+
+class ClusterError(InfrastructureError):
+    """The Dask scheduler a replay was sent to cannot be reached, has no workers, or lost a worker."""
+
+    def __init__(self, message: str, *, address: str | None = None) -> None:
+        self.address = address
         super().__init__(message)

@@ -68,8 +68,13 @@ class Signature:
         return ", ".join(parts)
 
 
+# a batch's search timings: the positions (in the batch) of its timed queries, and each distinct search's
+# microseconds for those queries, in that order
+BatchTiming = tuple[list[int], dict[tuple[Signature, int], list[float]]]
+
+
 @contextmanager
-def _long_lived_frozen() -> Iterator[None]:
+def long_lived_frozen() -> Iterator[None]:
     """Keep the cyclic garbage collector off what exists before the replay (data set, labels, ground
     truth: alive until it ends). A full collection walks every object, and with a data set in memory
     one took 60 ms of a 260 ms replay. Left alone when something else froze objects already."""
@@ -139,7 +144,7 @@ class Replayer:
         """Replay ``queries`` ((id, text) pairs) in batches; returns the batches run now."""
         self._timed = self.timing.timed(len(queries))
         ran = 0
-        with _long_lived_frozen():
+        with long_lived_frozen():
             for number, idx in enumerate(batches(len(queries), batch_size)):
                 if number in skip:
                     self.tick("skipped", len(idx))
@@ -148,13 +153,33 @@ class Replayer:
                 ran += 1
         return ran
 
-    def run_batch(self, batch: Sequence[tuple[int, str, str]]) -> list[dict[str, object]]:
-        """One batch of queries, replayed: its rows, one per query and config."""
-        return self.rows(self.lookups(batch))
+    def run_batch(
+        self, batch: Sequence[tuple[int, str, str]], timing: BatchTiming | None = None
+    ) -> list[dict[str, object]]:
+        """One batch of queries, replayed: its rows, one per query and config (``timing``: its searches
+        timed beforehand by :meth:`time_batches`, else timed now)."""
+        return self.rows(self.lookups(batch, timing))
 
-    def lookups(self, batch: Sequence[tuple[int, str, str]]) -> Lookups:
-        """Transform, retrieve (one batched search per signature), time the searches the plan picks,
-        and post-process every query under every config."""
+    def time_batches(
+        self, queries: Sequence[tuple[str, str]], *, batch_size: int, skip: AbstractSet[int] = frozenset()
+    ) -> dict[int, BatchTiming]:
+        """The timing pass alone, batch by batch as :meth:`run` times them (same warm-up, same order):
+        each batch's timings by batch number, for replaying the batches elsewhere afterwards."""
+        self._timed = self.timing.timed(len(queries))
+        out: dict[int, BatchTiming] = {}
+        for number, idx in enumerate(batches(len(queries), batch_size)):
+            if number not in skip:
+                batch = [(i, *queries[i]) for i in idx]
+                out[number] = self._timing(batch, [self.transformer.transform(text) for _, _, text in batch])
+        return out
+
+    def _timing(self, batch: Sequence[tuple[int, str, str]], hints: Sequence[QueryHints]) -> BatchTiming:
+        timed = [j for j, (index, _, _) in enumerate(batch) if self._timed is None or index in self._timed]
+        return timed, self._time_searches([hints[j] for j in timed])
+
+    def lookups(self, batch: Sequence[tuple[int, str, str]], timing: BatchTiming | None = None) -> Lookups:
+        """Transform, retrieve (one batched search per signature), time the searches the plan picks
+        (unless ``timing`` brings them), and post-process every query under every config."""
         clock = time.perf_counter_ns
         hints: list[QueryHints] = []
         transform_ns: list[int] = []
@@ -170,8 +195,7 @@ class Replayer:
         # does not time are searched once all the same where the backend needs it (``prime``), one query
         # per call: a batched first search does not do (ClapNQ, latency off: 89 of 3,000 rows differed
         # between two runs after batched priming, none after single searches).
-        timed = [j for j, (index, _, _) in enumerate(batch) if self._timed is None or index in self._timed]
-        search_us = self._time_searches([hints[j] for j in timed])
+        timed, search_us = self._timing(batch, hints) if timing is None else timing
         timed_set = set(timed)
         untimed = [hints[j] for j in range(len(batch)) if j not in timed_set]
 

@@ -21,7 +21,7 @@ import pytest
 from rag_eval import jobs
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
-from rag_eval.harness.replay import Replayer, _long_lived_frozen, batches
+from rag_eval.harness.replay import Replayer, batches, long_lived_frozen
 from rag_eval.harness.rows import Truth
 from rag_eval.harness.store import RunStore
 from rag_eval.harness.timing import LatencyMode, TimingPlan
@@ -92,7 +92,7 @@ def _bare(benchmark: Any, results: Results, setup: Setup) -> None:
         params = {"metric_type": setup.exp.index.metric, "params": {**setup.exp.index.search_params, "ef": ef}}
 
         def loop() -> None:
-            with _long_lived_frozen():
+            with long_lived_frozen():
                 for batch in batches(len(texts), setup.exp.batch_size):
                     client.search(
                         setup.collection,

@@ -190,11 +190,11 @@ def test_resume_after_a_crash_gives_the_same_rows(tmp_path: Path, monkeypatch: p
     original = Replayer.lookups
     calls = {"n": 0}
 
-    def crashing(self: Replayer, batch: object) -> object:
+    def crashing(self: Replayer, batch: object, *timing: object) -> object:
         calls["n"] += 1
         if calls["n"] == 3:
             raise RuntimeError("simulated crash")
-        return original(self, batch)  # type: ignore[arg-type]
+        return original(self, batch, *timing)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Replayer, "lookups", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
