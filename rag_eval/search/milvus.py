@@ -817,8 +817,8 @@ class MilvusStore(PortBase):
         visible to searches: no query is answered from an unindexed segment, so two runs give the same hits."""
         conn, name = self._conn, self.collection
         conn.call("flush", conn.client.flush, name, collection=name)
-        if conn.kind == "server":
-            self._compact()
+        if conn.kind == "server" and self._segments() > 1:
+            self._compact()  # one segment has nothing to merge (and no deletes to purge: rows are only inserted)
         coll = _describe(conn, name)
         index = self._index or _stored_index(coll)
         if coll.index_type is None:
@@ -842,6 +842,15 @@ class MilvusStore(PortBase):
         if conn.kind == "server":
             _wait_handed_over(conn, name, self._inserted)
             _settle(conn, name, self._index or _stored_index(_describe(conn, name)))
+
+    def _segments(self) -> int:
+        """The collection's stored segments (all of them when the server cannot list them)."""
+        conn, name = self._conn, self.collection
+        try:
+            stored = conn.call("list segments", conn.client.list_persistent_segments, name, collection=name)
+        except (SearchBackendError, SearchRequestError, UnsupportedFeatureError):
+            return 2  # unknown: compact, as before
+        return sum(1 for s in stored if _state(s) in ("Flushed", "Sealed"))
 
     def _compact(self) -> None:
         # A server merges the small segments of a fresh collection in the background, and re-indexes them;
