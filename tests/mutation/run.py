@@ -183,7 +183,8 @@ def judge(seconds: float | None) -> int:
 
 def run_mutmut() -> tuple[int, float]:
     shutil.rmtree(MUTANTS, ignore_errors=True)  # from scratch: no verdict carried over from other code
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # RAG_EVAL_MUTATION: property tests draw fewer (still fixed) examples per mutant (tests/budget.py)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAG_EVAL_MUTATION": "1"}
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "mutmut", "run"],

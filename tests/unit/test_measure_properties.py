@@ -19,6 +19,7 @@ from rag_eval.harness.ingest import IngestRow
 from rag_eval.harness.rows import Truth, build_row
 from rag_eval.harness.whatif import ContentDedupPostProcessor
 from rag_eval.metrics.measures import summarize
+from tests.budget import examples
 
 HINTS = KnowledgeQueryTransformer().transform("q")
 TEXTS = ["alpha beta", "Alpha  BETA", "gamma", "delta epsilon", "zeta"]  # two differ only in case and spacing
@@ -88,7 +89,7 @@ CONFIGS = st.sampled_from(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lookups(), CONFIGS, st.integers(1, 3))
 def test_measures_are_bounded_and_counts_add_up(lookup: tuple, named: tuple, checked_cap: int) -> None:
     hits, truth = lookup

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from rag_eval.harness.rows import SCHEMA
 from rag_eval.metrics import columns, measures
+from tests.budget import examples
 
 from . import rowwise_measures
 from .measures_equivalence import assert_same_measures
@@ -70,13 +71,13 @@ CONFIGS = [
 ]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables(), st.sampled_from([(1, 3, 5, 10), (2,), (1, 20)]))
 def test_column_wise_measures_equal_the_row_by_row_definitions(table: pd.DataFrame, cutoffs: tuple[int, ...]) -> None:
     assert_same_measures(table, CONFIGS, cutoffs)
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(5), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_arrow_and_pandas_tables_give_the_same_measures(table: pd.DataFrame) -> None:
     arrow = measures.as_arrow(table, [f.name for f in SCHEMA])
@@ -130,7 +131,7 @@ def test_values_per_row_of_a_list_column_count_a_null_list_as_empty() -> None:
     assert columns.list_lengths(table, "b").tolist() == [1, 2, 0, 1]  # several chunks, read as one
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows("q", "a"), st.sampled_from([None, 1, 2, 3]), st.sampled_from([(1, 3, 5, 10), (2,), (1, 20)]))
 def test_the_definitions_on_one_row_give_what_the_row_by_row_oracle_gives(
     row: dict[str, Any], cap: int | None, cutoffs: tuple[int, ...]

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from rag_eval.core.postprocess import EvidencePostProcessor
 from rag_eval.core.types import KnowledgeSearchHit, RetrievedEvidenceCandidate, to_candidates
 from rag_eval.metrics.measures import per_query_frame, standard_measures
+from tests.budget import examples
 
-SETTINGS = settings(max_examples=300, deadline=None)
+SETTINGS = settings(max_examples=examples(300), deadline=None)
 
 # -- the post-processor ----------------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ def judged_queries(draw: st.DrawFn) -> tuple[list[str], dict[str, int]]:
     return ranking, qrels
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(judged_queries())
 def test_standard_measures_equal_pytrec_eval(query: tuple[list[str], dict[str, int]]) -> None:
     ranking, qrels = query

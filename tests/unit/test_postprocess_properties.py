@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from rag_eval.core.postprocess import EvidencePostProcessor, PostProcessOutcome
 from rag_eval.core.types import KnowledgeSearchHit, RetrievedEvidenceCandidate, sort_score, to_candidates
+from tests.budget import examples
 
-EXAMPLES = settings(max_examples=1000, deadline=None)
+EXAMPLES = settings(max_examples=examples(1000), deadline=None)
 
 _hit = st.builds(
     lambda doc, chunk, vid, score, content: KnowledgeSearchHit(

@@ -22,10 +22,11 @@ from rag_eval.core.postprocess import (
 )
 from rag_eval.core.types import Candidates, Deferred, KnowledgeSearchHit, RetrievedEvidenceCandidate, to_candidates
 from rag_eval.harness.whatif import ContentDedupPostProcessor
+from tests.budget import examples
 
 from . import reference_postprocess as ref
 
-EXAMPLES = settings(max_examples=500, deadline=None)
+EXAMPLES = settings(max_examples=examples(500), deadline=None)
 
 _hit = st.builds(
     lambda doc, chunk, vid, score, content, source: KnowledgeSearchHit(
