@@ -127,10 +127,10 @@ def replay(
     with ExitStack() as cluster_client:
         # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing
         client = cluster_client.enter_context(connect(cluster)) if cluster is not None else None
-        return _replay(exp, prep, ingested, store, resume=resume, progress=progress, cluster=cluster,
-                       client=client, queries=queries, texts=texts, encoder=encoder, truth=truth,
-                       backend=backend)  # fmt: skip
-    raise AssertionError("unreachable")  # pragma: no cover
+        result = _replay(exp, prep, ingested, store, resume=resume, progress=progress, cluster=cluster,
+                         client=client, queries=queries, texts=texts, encoder=encoder, truth=truth,
+                         backend=backend)  # fmt: skip
+    return result
 
 
 def _replay(

@@ -244,8 +244,12 @@ def arrow_batches(rows: Rows, columns: Sequence[str]) -> Iterator[pa.Table]:
         for start in range(0, max(arrow.num_rows, 1), perquery.BATCH_ROWS):
             yield arrow.slice(start, perquery.BATCH_ROWS)
         return
+    empty = True
     for table in perquery.rebatched(rows):
+        empty = False
         yield table.select([c for c in columns if c in table.column_names])
+    if empty:  # a stream of no parts holds no rows: measured as the empty table, not an error
+        yield as_arrow(SCHEMA.empty_table(), columns)
 
 
 def summarize(

@@ -141,6 +141,8 @@ def compute(
         return parts[0]
     fields = ("frame", "pairs", "breakdown", "over_cap")
     frame, pairs, breakdown, over_cap = (pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in fields)
+    # each part lists its stored then its true groups: every stored group first, as one part has them
+    over_cap = over_cap.sort_values("by", kind="stable", ignore_index=True)
     return PerQuery(frame, pairs, breakdown, over_cap, np.concatenate([p.max_doc_chunks for p in parts]))
 
 

@@ -39,21 +39,14 @@ from rag_eval.reports.load import load_rows
 from rag_eval.reports.measures import loss_label
 from rag_eval.reports.rundata import RunData, load_run
 from rag_eval.reports.tables import config_diff, metric_table, verdict
+from rag_eval.reports.templating import environment
 
 REPORT_FILE = "report.html"
 
 
 @cache
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rag_eval.reports", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["loss_label"] = loss_label
-    return env
+    return environment(html=True, filters={"loss_label": loss_label})
 
 
 @cache

@@ -22,6 +22,7 @@ import jinja2
 
 from rag_eval.reports import charts
 from rag_eval.reports.markdown import md_text
+from rag_eval.reports.templating import environment
 
 
 def _ms(value: Any) -> str:
@@ -77,17 +78,7 @@ def curve_chart(doc: Mapping[str, Any]) -> str | None:
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rag_eval.reports", "templates"),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["md"] = md_text
-    env.filters["share"] = _share
-    return env
+    return environment(html=False, filters={"md": md_text, "share": _share})
 
 
 def render_load_markdown(doc: Mapping[str, Any]) -> str:

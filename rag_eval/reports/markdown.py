@@ -7,20 +7,11 @@ from typing import Any
 
 import jinja2
 
+from rag_eval.reports.templating import environment
+
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rag_eval.reports", "templates"),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["num"] = _num
-    env.filters["pct"] = _pct
-    env.filters["md"] = md_text
-    return env
+    return environment(html=False, filters={"num": _num, "pct": _pct, "md": md_text})
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")

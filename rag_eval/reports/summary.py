@@ -16,21 +16,14 @@ from typing import Any
 
 import jinja2
 
+from rag_eval.reports.templating import environment
+
 VERDICT = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "underpowered": "underpowered", "error": "ERROR"}
 HEADLINE = {0: "PASS", 1: "FAIL (a gate failed)", 2: "ERROR (a gate could not be evaluated)"}
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rag_eval.reports", "templates"),
-        autoescape=False,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["cell"] = _cell
-    return env
+    return environment(html=False, filters={"cell": _cell})
 
 
 def _cell(text: Any) -> str:

@@ -148,3 +148,16 @@ def test_the_definitions_on_one_row_give_what_the_row_by_row_oracle_gives(
         qrels = dict(zip(row[items], row[grades], strict=True))
         ours = measures.standard_measures(ranking(row), qrels, cutoffs)
         assert ours == rowwise_measures.standard_measures(ranking(row), qrels, cutoffs)
+
+
+def test_a_stream_of_no_parts_is_measured_as_the_empty_table() -> None:
+    empty = SCHEMA.empty_table()
+    summary_of_table, per_query_of_table = measures.summarize(empty, configs=CONFIGS, cutoffs=(1, 5))
+    summary_of_stream, per_query_of_stream = measures.summarize(iter([]), configs=CONFIGS, cutoffs=(1, 5))
+    assert per_query_of_table.empty and per_query_of_stream.empty
+    assert list(per_query_of_stream.columns) == list(per_query_of_table.columns)
+    assert summary_of_stream.keys() == summary_of_table.keys() == {"a", "b"}
+    assert summary_of_stream["a"]["queries"] == 0
+    values = measures.query_values(iter([]), configs=CONFIGS, cutoffs=(1, 5))
+    assert values.empty
+    assert list(values.columns) == list(measures.query_values(empty, configs=CONFIGS, cutoffs=(1, 5)).columns)
