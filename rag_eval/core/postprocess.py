@@ -96,6 +96,7 @@ class SelectedEvidence:
 _new_entry = fast_constructor(TraceEntry)
 _new_selection = fast_constructor(SelectedEvidence)
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PostProcessOutcome:
     """What post-processing selected, and its trace: one entry per input candidate, in
@@ -128,12 +129,13 @@ def _order(cands: Candidates) -> list[int]:
     too), original rank asc, key asc; a stable sort on plain tuples (``s != s`` is the NaN test,
     without a call).
 
-    When the ranks are 1, 2, 3, ... in index order (the port's hits, :meth:`Candidates.from_hits`),
-    no two candidates share a rank, so the key never decides and index order is rank order: stable
-    sorts on plain floats then give the same order without a tuple per candidate (at retrieve-k
-    10,000 those tuples cost more in garbage collection than the sort itself)."""
+    When the ranks rise by one in index order (the port's hits are ranked 1, 2, 3, ...,
+    :meth:`Candidates.from_hits`), no two candidates share a rank, so the key never decides and
+    index order is rank order: stable sorts on plain floats then give the same order without a
+    tuple per candidate (at retrieve-k 10,000 those tuples cost more in garbage collection than the
+    sort itself)."""
     ranks = cands.ranks
-    if isinstance(ranks, range) and ranks.start == 1 and ranks.step == 1:
+    if isinstance(ranks, range) and ranks.step == 1:
         inf = math.inf
         negated = [inf if (s := h.score) != s else -s for h in cands.hits]  # NaN as +inf, for now
         order = sorted(range(len(negated)), key=negated.__getitem__)
@@ -238,9 +240,7 @@ def _selection(key: str, cands: Candidates, members: list[int], *, merge: bool =
     if len(members) == 1:
         return _new_selection(key, primary, (primary,), primary.hit_reasons)
     everyone: Deferred[RetrievedEvidenceCandidate] = Deferred(lambda: cands.take(members))
-    return _new_selection(
-        key, primary, everyone if merge else (primary,), Deferred(lambda: merged_reasons(everyone))
-    )
+    return _new_selection(key, primary, everyone if merge else (primary,), Deferred(lambda: merged_reasons(everyone)))
 
 
 def _entry(cands: Candidates, i: int, stage: Stage, position: int | None, merged_into: str | None) -> TraceEntry:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -304,13 +303,9 @@ def to_candidates(hits: Sequence[KnowledgeSearchHit], channel: str = "dense") ->
     return tuple(Candidates.from_hits(hits, channel))
 
 
-def sort_score(score: float) -> float:
-    """Score used for ordering: NaN sorts last, as if it were minus infinity."""
-    return -math.inf if math.isnan(score) else score
-
-
-def hit_order(hit: KnowledgeSearchHit) -> tuple[float, int, int, str]:
-    """The total order adapters return hits in: score descending (NaN last), then the row's id
+def hit_order(hit: KnowledgeSearchHit) -> tuple[bool, float, int, int, str]:
+    """The total order adapters return hits in: score descending (NaN last, after minus infinity,
+    as post-processing orders them), then the row's id
     ascending (numerically when it is a decimal integer, those first), so that hits with equal
     scores come in the same order on every backend and every run.
 
@@ -320,7 +315,9 @@ def hit_order(hit: KnowledgeSearchHit) -> tuple[float, int, int, str]:
     """
     ident = hit.vector_id or hit.id
     numeric = ident.isascii() and ident.isdigit()
-    return (-sort_score(hit.score), 0 if numeric else 1, int(ident) if numeric else 0, ident)
+    score = hit.score
+    nan = score != score
+    return (nan, 0.0 if nan else -score, 0 if numeric else 1, int(ident) if numeric else 0, ident)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -626,7 +626,7 @@ def _tie_may_continue(hits: Sequence[KnowledgeSearchHit], top_k: int, width: int
     rows with that score may lie beyond it, so the cut-off cannot be placed by the total order yet."""
     if len(hits) < width or len(hits) <= top_k:
         return False
-    return hit_order(hits[top_k - 1])[0] == hit_order(hits[-1])[0]
+    return hit_order(hits[top_k - 1])[:2] == hit_order(hits[-1])[:2]  # the same score (NaN: the same too)
 
 
 def _manifest_json(manifest: Mapping[str, Any], uri: str) -> str:

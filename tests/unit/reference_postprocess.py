@@ -12,12 +12,16 @@ import math
 from collections.abc import Iterable
 
 from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, Stage, TraceEntry, legacy_document_key
-from rag_eval.core.types import HitReason, RetrievedEvidenceCandidate, sort_score
+from rag_eval.core.types import HitReason, RetrievedEvidenceCandidate
 from rag_eval.harness.content import content_sha
 
 
 def sort_candidates(candidates: Iterable[RetrievedEvidenceCandidate]) -> list[RetrievedEvidenceCandidate]:
-    return sorted(candidates, key=lambda c: (math.isnan(c.score), -sort_score(c.score), c.original_rank, c.key))
+    return sorted(candidates, key=lambda c: (math.isnan(c.score), -_finite_or_0(c.score), c.original_rank, c.key))
+
+
+def _finite_or_0(score: float) -> float:
+    return 0.0 if math.isnan(score) else score
 
 
 def merge_reasons(a: tuple[HitReason, ...], b: tuple[HitReason, ...]) -> tuple[HitReason, ...]:
