@@ -8,6 +8,7 @@ is absent.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -23,21 +24,48 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "datasets" / "incident-kb"
 
 
+COSTS = ROOT / "test-costs.json"  # under mutmut, ROOT is its copy of the repository, mutants/
+_phase_seconds: dict[str, dict[str, float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """While mutmut measures the tests on the unmutated code, keep each test's setup, call and teardown."""
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        _phase_seconds.setdefault(report.nodeid, {})[report.when] = report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats" and _phase_seconds:
+        known = json.loads(COSTS.read_text()) if COSTS.is_file() else {}
+        COSTS.write_text(json.dumps({**known, **_phase_seconds}))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under a mutant (``make mutate``), run the fastest of the selected tests first.
+    """Under a mutant (``make mutate``), run the cheapest of the selected tests first.
 
     mutmut stops at a mutant's first failing test (``-x``), so the order decides only how soon a
     killed mutant is known, never whether it is killed: every selected test still runs on a survivor.
-    The durations are the ones mutmut measured on the unmutated code (``mutants/mutmut-stats.json``).
+    A test's cost is its setup, call and teardown measured on the unmutated code, plus the dearest
+    setup in its module (a module-scoped fixture is paid by whichever of its tests runs first).
     """
     if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
         return
-    stats = ROOT / "mutmut-stats.json"  # ROOT is mutmut's copy of the repository, mutants/
     try:
-        duration = json.loads(stats.read_text())["duration_by_test"]
-    except (OSError, ValueError, KeyError):
+        phases: dict[str, dict[str, float]] = json.loads(COSTS.read_text())
+    except (OSError, ValueError):
         return
-    items.sort(key=lambda item: duration.get(item.nodeid.removeprefix("mutants/"), float("inf")))
+    module_setup: dict[str, float] = {}
+    for nodeid, seconds in phases.items():
+        module = nodeid.split("::", 1)[0]
+        module_setup[module] = max(module_setup.get(module, 0.0), seconds.get("setup", 0.0))
+
+    def cost(item: pytest.Item) -> float:
+        nodeid = item.nodeid.removeprefix("mutants/")
+        if nodeid not in phases:
+            return math.inf
+        return sum(phases[nodeid].values()) + module_setup.get(nodeid.split("::", 1)[0], 0.0)
+
+    items.sort(key=cost)
 
 
 def shared_datasets_dir() -> Path | None:
