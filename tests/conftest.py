@@ -14,11 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 # `make mutate` runs with --hypothesis-profile=mutation: the same examples on every run, no example
-# database shared between mutants, so a mutant's verdict does not depend on the ones tried before it
-settings.register_profile("mutation", derandomize=True, database=None)
+# database shared between mutants, so a mutant's verdict does not depend on the ones tried before it;
+# no shrinking: a mutant is killed by its first failing example, and shrinking it took up to 90 s
+settings.register_profile(
+    "mutation", derandomize=True, database=None, phases=(Phase.explicit, Phase.reuse, Phase.generate)
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "datasets" / "incident-kb"
