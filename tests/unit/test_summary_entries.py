@@ -1,0 +1,60 @@
+"""Summary entries whose worked examples elsewhere leave a branch untried: where the checked cap came
+from, serial QPS without a measurable lookup, the latency interval of a handful of timed queries."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rag_eval.core.config import RagConfig
+from rag_eval.metrics.measures import latency_stats, quantile_ci, summarize
+
+from .rowkit import as_table, replay_row, stored
+
+CUTOFFS = (1, 3)
+
+
+def _row(**latency: float) -> dict:  # type: ignore[type-arg]
+    hits = [(stored(1, "d#chunk-0"), 0.9), (stored(2, "d#chunk-1"), 0.8)]
+    return {**replay_row(RagConfig(), hits, {"d#chunk-0": 1, "d#chunk-1": 1}), **latency}
+
+
+def _summary(rows: list, **cfg: object) -> dict:  # type: ignore[type-arg]
+    config = {"name": "c", "cap": 2, "cap_aware": 2, "return_n": 10, **cfg}
+    out, _ = summarize(as_table(rows), configs=[config], cutoffs=CUTOFFS)
+    return out["c"]  # type: ignore[no-any-return]
+
+
+def test_the_summary_says_where_the_checked_cap_came_from() -> None:
+    assert _summary([_row()], cap_source="production")["cap_checked_source"] == "production"
+    assert _summary([_row()])["cap_checked_source"] == "config"  # a config's own D3 value unless told
+
+
+def test_serial_qps_is_one_over_the_mean_lookup_and_undefined_without_a_measurable_one() -> None:
+    assert _summary([_row(e2e_us=2000.0), _row(e2e_us=6000.0)])["qps_serial"] == pytest.approx(250.0)
+    assert math.isnan(_summary([_row(e2e_us=0.0)])["qps_serial"])  # a clock too coarse to see the lookup
+    assert math.isnan(_summary([_row(e2e_us=math.nan)])["qps_serial"])  # not timed
+
+
+def test_latency_of_no_timed_query_is_undefined_not_an_error() -> None:
+    stats = latency_stats([math.nan, math.nan])
+    assert all(math.isnan(v) for v in stats.values())
+    assert latency_stats(np.array([3, 1, 2]))["mean"] == 2.0  # integer microseconds read as numbers
+    ci = quantile_ci([])
+    assert ci["timed_queries"] == 0
+    assert math.isnan(ci["p95_ci_low_us"]) and math.isnan(ci["p95_ci_high_us"]) and math.isnan(ci["p95_ci_coverage"])
+
+
+def test_a_handful_of_timed_queries_bounds_the_p95_from_below_only() -> None:
+    def below(k: int) -> float:  # P(at most k of 5 values lie below the p95), binomial by hand
+        return sum(math.comb(5, i) * 0.95**i * 0.05 ** (5 - i) for i in range(k + 1))
+
+    # lo: the smallest k with P(<= k) >= 2.5%: P(<= 3) = 2.26%, P(<= 4) = 22.6%, so X(4); no k above 5 for hi
+    assert below(3) < 0.025 <= below(4)
+    ci = quantile_ci([5.0, 1.0, math.nan, 4.0, 2.0, 3.0])  # NaN: a query not timed, left out
+    assert ci["timed_queries"] == 5
+    assert ci["p95_ci_low_us"] == 4.0
+    assert math.isnan(ci["p95_ci_high_us"])  # too few values to bound the p95 from above
+    assert ci["p95_ci_coverage"] == pytest.approx(below(5) - below(3))
