@@ -208,15 +208,16 @@ def quantile_ci(
     v = np.sort(np.asarray(values, dtype=float))
     v = v[~np.isnan(v)]
     n = len(v)
+    if n == 0:
+        return {"timed_queries": 0, "p95_ci_low_us": math.nan, "p95_ci_high_us": math.nan, "p95_ci_coverage": math.nan}
     tail = (1.0 - level) / 2.0
-    lo = int(binom.ppf(tail, n, q)) if n else 0  # X(lo) <= quantile unless fewer than lo values lie below
-    hi = int(binom.ppf(1.0 - tail, n, q)) + 1 if n else 0
-    coverage = float(binom.cdf(hi - 1, n, q) - binom.cdf(lo - 1, n, q)) if n else math.nan
+    lo = int(binom.ppf(tail, n, q))  # X(lo) <= quantile unless fewer than lo values lie below; lo <= n
+    hi = int(binom.ppf(1.0 - tail, n, q)) + 1  # at least 1 + 0; beyond n when too few values lie above
     return {
         "timed_queries": n,
-        "p95_ci_low_us": float(v[lo - 1]) if 1 <= lo <= n else math.nan,
-        "p95_ci_high_us": float(v[hi - 1]) if 1 <= hi <= n else math.nan,
-        "p95_ci_coverage": coverage,
+        "p95_ci_low_us": float(v[lo - 1]) if lo >= 1 else math.nan,
+        "p95_ci_high_us": float(v[hi - 1]) if hi <= n else math.nan,
+        "p95_ci_coverage": float(binom.cdf(hi - 1, n, q) - binom.cdf(lo - 1, n, q)),
     }
 
 

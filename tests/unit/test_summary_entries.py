@@ -48,13 +48,32 @@ def test_latency_of_no_timed_query_is_undefined_not_an_error() -> None:
 
 
 def test_a_handful_of_timed_queries_bounds_the_p95_from_below_only() -> None:
-    def below(k: int) -> float:  # P(at most k of 5 values lie below the p95), binomial by hand
-        return sum(math.comb(5, i) * 0.95**i * 0.05 ** (5 - i) for i in range(k + 1))
-
     # lo: the smallest k with P(<= k) >= 2.5%: P(<= 3) = 2.26%, P(<= 4) = 22.6%, so X(4); no k above 5 for hi
-    assert below(3) < 0.025 <= below(4)
+    assert _below(3, 5) < 0.025 <= _below(4, 5)
     ci = quantile_ci([5.0, 1.0, math.nan, 4.0, 2.0, 3.0])  # NaN: a query not timed, left out
     assert ci["timed_queries"] == 5
     assert ci["p95_ci_low_us"] == 4.0
     assert math.isnan(ci["p95_ci_high_us"])  # too few values to bound the p95 from above
-    assert ci["p95_ci_coverage"] == pytest.approx(below(5) - below(3))
+    assert ci["p95_ci_coverage"] == pytest.approx(_below(5, 5) - _below(3, 5))
+
+
+def _below(k: int, n: int, q: float = 0.95) -> float:
+    """P(at most k of n values lie below the q-quantile), the binomial sum written out."""
+    return sum(math.comb(n, i) * q**i * (1 - q) ** (n - i) for i in range(k + 1))
+
+
+def test_two_timed_queries_bound_the_p95_from_below_by_the_smaller() -> None:
+    assert _below(0, 2) < 0.025 <= _below(1, 2)  # lo = 1: X(1), the smaller value
+    ci = quantile_ci([7.0, 3.0])
+    assert ci["p95_ci_low_us"] == 3.0 and math.isnan(ci["p95_ci_high_us"])
+    assert ci["p95_ci_coverage"] == pytest.approx(_below(2, 2) - _below(0, 2))
+
+
+def test_seventy_two_timed_queries_bound_the_p95_from_above_by_the_largest() -> None:
+    # hi - 1 = the smallest k with P(<= k) >= 97.5%: k = 71, so X(72), the largest of 72 values
+    assert _below(70, 72) < 0.975 <= _below(71, 72)
+    lo = next(k for k in range(73) if _below(k, 72) >= 0.025)
+    ci = quantile_ci(np.arange(72.0, 0.0, -1.0))  # 72 down to 1
+    assert ci["p95_ci_high_us"] == 72.0
+    assert ci["p95_ci_low_us"] == float(lo)
+    assert ci["p95_ci_coverage"] == pytest.approx(_below(71, 72) - _below(lo - 1, 72))
