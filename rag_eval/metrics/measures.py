@@ -293,8 +293,7 @@ def summarize(
     loss_stage = np.asarray([s for _, stages in losses for s in stages.to_pylist()], dtype=object)
     config_of = m["config"].to_numpy(dtype=object)
     ids = pa.chunked_array([c for ids in query_ids for c in ids.chunks], type=pa.string())
-    chunk_cols = [f"chunk:{n}" for n in measure_names(cutoffs)]
-    doc_cols = [f"doc:{n}" for n in measure_names(cutoffs)]
+    names = measure_names(cutoffs)
     out: dict[str, Any] = {}
     for cfg in configs:
         name = cfg["name"]
@@ -340,8 +339,8 @@ def summarize(
             "n_true_cap_violations": n_true,
             "evidence_guard_1to1": _ratio(references - int(column["guard_violations"][rows].sum()), references),
             "return_n_compliance": _ratio(int((n_blocks <= cfg["return_n"]).sum()), len(rows)),
-            "chunk": {c.split(":", 1)[1]: _mean(judged[c]) for c in chunk_cols},
-            "doc": {c.split(":", 1)[1]: _mean(sub[c].dropna()) for c in doc_cols},
+            "chunk": {n: _mean(judged[f"chunk:{n}"]) for n in names},
+            "doc": {n: _mean(sub[f"doc:{n}"].dropna()) for n in names},
             "payload": {
                 "chars_p50": _pct(column["payload_chars"][rows], 50),
                 "chars_p95": _pct(column["payload_chars"][rows], 95),
