@@ -105,7 +105,7 @@ def rebatched(parts: Iterable[pa.Table | pa.RecordBatch], rows: int = BATCH_ROWS
         yield pa.concat_tables(pending).combine_chunks()
 
 
-def _in_batches(rows: pa.Table | Iterable[pa.Table | pa.RecordBatch]) -> Iterable[pa.Table | pa.RecordBatch]:
+def _in_batches(rows: pa.Table | Iterable[pa.Table | pa.RecordBatch]) -> Iterable[pa.Table]:
     if isinstance(rows, pa.Table):
         return [rows.slice(start, BATCH_ROWS) for start in range(0, max(rows.num_rows, 1), BATCH_ROWS)]
     return rebatched(rows)
@@ -121,11 +121,9 @@ def compute(
     batches, measured :data:`BATCH_ROWS` rows at a time (every measure is one row's business; the
     vocabularies and hash tables of a batch stay small, which makes hashing the strings three
     times faster than in one pass over a million rows)."""
-    batches = _in_batches(batches)
     parts: list[PerQuery] = []
     offset = 0
-    for batch in batches:
-        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    for table in _in_batches(batches):
         part = _compute(table, cutoffs, caps_aware, checked_caps)
         if offset:
             part = PerQuery(
@@ -139,10 +137,11 @@ def compute(
         offset += table.num_rows
     if len(parts) == 1:
         return parts[0]
-    fields = ("frame", "pairs", "breakdown", "over_cap")
-    frame, pairs, breakdown, over_cap = (pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in fields)
+    fields = ("frame", "pairs", "breakdown")
+    frame, pairs, breakdown = (pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in fields)
     # each part lists its stored then its true groups: every stored group first, as one part has them
-    over_cap = over_cap.sort_values("by", kind="stable", ignore_index=True)
+    by_kind = [p.over_cap[p.over_cap["by"] == by] for by in ("stored", "true") for p in parts]
+    over_cap = pd.concat(by_kind, ignore_index=True)
     return PerQuery(frame, pairs, breakdown, over_cap, np.concatenate([p.max_doc_chunks for p in parts]))
 
 

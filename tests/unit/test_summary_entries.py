@@ -77,3 +77,15 @@ def test_seventy_two_timed_queries_bound_the_p95_from_above_by_the_largest() -> 
     assert ci["p95_ci_high_us"] == 72.0
     assert ci["p95_ci_low_us"] == float(lo)
     assert ci["p95_ci_coverage"] == pytest.approx(_below(71, 72) - _below(lo - 1, 72))
+
+
+def test_cap_checks_are_float_columns_nan_where_no_cap_is_checked() -> None:
+    from rag_eval.metrics.measures import per_query_frame
+
+    rows = [{**_row(), "config": "capped"}, {**_row(), "config": "free", "query_id": "q2"}]
+    frame = per_query_frame(as_table(rows), CUTOFFS, {"capped": 2, "free": None}, {"capped": 1, "free": None})
+    for column in ("cap_ok", "cap_ok_true"):
+        assert frame[column].dtype == np.float64  # per_query.parquet's type, compared as numbers
+        by_config = dict(zip(frame["config"], frame[column], strict=True))
+        assert by_config["capped"] == 0.0  # two chunks of d against a cap of 1
+        assert math.isnan(by_config["free"])
