@@ -274,12 +274,12 @@ def _standard(
         top = rank <= k
         hits = per_row(ranked.row[top & relevant], n)
         out[f"P@{k}"] = hits / k
-        out[f"R@{k}"] = np.divide(hits, n_relevant, out=np.zeros(n), where=n_relevant > 0)
+        out[f"R@{k}"] = hits / np.maximum(n_relevant, 1)  # no relevant chunk: no hit either, 0
         out[f"Success@{k}"] = (hits > 0).astype(float)
         dcg = per_row(ranked.row[top], n, gain[top] / discount[rank[top]])
         itop = ideal_rank <= k
         idcg = per_row(ideal_rows[itop], n, ideal_gain[itop] / discount[ideal_rank[itop]])
-        out[f"nDCG@{k}"] = np.divide(dcg, idcg, out=np.zeros(n), where=idcg > 0)
+        out[f"nDCG@{k}"] = dcg / np.where(idcg > 0, idcg, 1.0)  # no relevant chunk: no gain either, 0
     found_rows, found_rank = ranked.row[relevant], rank[relevant]
     first = first_of_row(found_rows)
     rr = np.zeros(n)

@@ -89,3 +89,47 @@ def test_cap_checks_are_float_columns_nan_where_no_cap_is_checked() -> None:
         by_config = dict(zip(frame["config"], frame[column], strict=True))
         assert by_config["capped"] == 0.0  # two chunks of d against a cap of 1
         assert math.isnan(by_config["free"])
+
+
+def test_a_judged_query_whose_qrels_are_all_grade_zero_scores_zero_not_nan() -> None:
+    from rag_eval.metrics.measures import per_query_frame
+
+    hits = [(stored(1, "d#chunk-0"), 0.9), (stored(2, "e#chunk-0"), 0.8)]
+    row = replay_row(RagConfig(), hits, {"d#chunk-0": 0})  # judged: a grade, but 0, so nothing relevant
+    assert row["judged"]
+    frame = per_query_frame(as_table([row]), CUTOFFS, {"c": None})
+    for name in ("P@1", "R@1", "R@3", "nDCG@1", "nDCG@3", "Success@3", "RR"):
+        assert frame.loc[0, f"chunk:{name}"] == 0.0, name
+
+
+def test_measure_columns_are_float_and_a_lone_chunk_is_one_chunk_of_its_document() -> None:
+    from rag_eval.metrics.measures import per_query_frame, query_values
+
+    lone = replay_row(RagConfig(), [(stored(1, "d#chunk-0"), 0.9)], {"d#chunk-0": 1}, query_id="q1")
+    unjudged = replay_row(RagConfig(), [(stored(2, "e#chunk-0"), 0.9)], {}, query_id="q2")
+    frame = per_query_frame(as_table([lone, unjudged]), CUTOFFS, {"c": 2})
+    measures = [c for c in frame.columns if c.startswith(("chunk:", "doc:"))]
+    assert measures and all(frame[c].dtype == np.float64 for c in measures)
+    assert frame.loc[1, "chunk:nDCG@3"] != frame.loc[1, "chunk:nDCG@3"]  # NaN: not judged
+    config = [{"name": "c", "cap": 2, "cap_aware": 2, "return_n": 10}]
+    values = query_values(as_table([lone]), configs=config, cutoffs=CUTOFFS)
+    assert values.loc[0, "max_doc_chunks"] == 1
+
+
+def test_a_row_mean_of_eight_or_more_pair_recalls_is_the_one_np_mean_gives() -> None:
+    import pandas as pd
+
+    from rag_eval.metrics.perquery import _pair_means
+
+    recalls = [0.2, 0.0, 1.0, 0.75, 1.0, 1.0, 2 / 3, 2 / 3]
+    left_to_right = 0.0
+    for r in recalls:
+        left_to_right += r
+    assert left_to_right / 8 != float(np.mean(recalls))  # pairwise summation rounds differently here
+    pairs = pd.DataFrame(
+        {"row": [0] * 8 + [1] * 7, "recall": recalls + recalls[:7], "cap_aware": recalls + recalls[:7]}
+    )
+    means = _pair_means(pairs, 2)
+    assert means["same_doc_recall"][0] == float(np.mean(recalls))  # to the last bit, as a summary computes it
+    assert means["same_doc_recall_cap_aware"][1] == float(np.mean(recalls[:7]))
+    assert means["same_doc_pairs"].tolist() == [8, 7]
