@@ -129,7 +129,7 @@ def per_row(row: Array, n_rows: int, weights: Array | None = None) -> Array:
     return np.bincount(row, weights=weights, minlength=n_rows)
 
 
-def lookup(keys: Array, table_keys: Array, table_values: Array, missing: float | int = 0) -> Array:
+def lookup(keys: Array, table_keys: Array, table_values: Array, missing: float | int) -> Array:
     """``table_values`` at ``keys`` (a dict lookup, vectorised); ``missing`` where a key is absent.
     ``table_keys`` must be unique."""
     if not len(table_keys):
