@@ -64,8 +64,7 @@ def coded(table: pa.Table, names: Sequence[str]) -> tuple[list[Flat], pa.Array]:
     """List-of-string columns flattened, their values coded in one shared vocabulary (kept as Arrow:
     rules on the vocabulary run as Arrow compute functions, not Python, for large vocabularies)."""
     parts = [flat_values(table, name) for name in names]
-    values = pa.concat_arrays([v.cast(pa.string()) for _, v in parts]) if parts else pa.array([], pa.string())
-    encoded = values.dictionary_encode()
+    encoded = pa.concat_arrays([v.cast(pa.string()) for _, v in parts]).dictionary_encode()  # names: one or more
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     out: list[Flat] = []
     start = 0
