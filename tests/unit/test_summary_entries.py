@@ -114,6 +114,7 @@ def test_measure_columns_are_float_and_a_lone_chunk_is_one_chunk_of_its_document
     config = [{"name": "c", "cap": 2, "cap_aware": 2, "return_n": 10}]
     values = query_values(as_table([lone]), configs=config, cutoffs=CUTOFFS)
     assert values.loc[0, "max_doc_chunks"] == 1
+    assert values["max_doc_chunks"].dtype == np.int64  # a count of chunks
 
 
 def test_a_row_mean_of_eight_or_more_pair_recalls_is_the_one_np_mean_gives() -> None:
@@ -133,3 +134,10 @@ def test_a_row_mean_of_eight_or_more_pair_recalls_is_the_one_np_mean_gives() -> 
     assert means["same_doc_recall"][0] == float(np.mean(recalls))  # to the last bit, as a summary computes it
     assert means["same_doc_recall_cap_aware"][1] == float(np.mean(recalls[:7]))
     assert means["same_doc_pairs"].tolist() == [8, 7]
+
+
+def test_one_timed_query_bounds_the_p95_on_neither_side() -> None:
+    assert _below(0, 1) >= 0.025  # lo = 0: no order statistic lies surely below the p95
+    ci = quantile_ci([7.0])
+    assert ci["timed_queries"] == 1
+    assert math.isnan(ci["p95_ci_low_us"]) and math.isnan(ci["p95_ci_high_us"])
