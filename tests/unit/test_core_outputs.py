@@ -192,6 +192,9 @@ def test_effective_settings_as_properties() -> None:
             "not used by rag.pipeline=legacy-merge (one width: set rag.top-k)",
         ),
         ({"rag.retreive-k": 3}, "unknown key (did you mean 'rag.retrieve-k'?) @ rag.retreive-k"),
+        ({"rag.retrieve-k": 1, "rag.return-n": 2}, "return-n (2) must not exceed retrieve-k (1) @ rag.return-n"),
+        ({"rag.retrieve-k": 2147483648}, "2147483648 is outside the 32-bit integer range the service reads"),
+        ({"rag.retrieve-k": "-2147483649"}, "-2147483649 is outside the 32-bit integer range the service reads"),
         ({"rag.zzz": 3}, "unknown key (known: rag.category-filter, rag.max-chunks-per-document, rag.pipeline, "),
         # 'rag.cap' is 0.625 alike with 'rag.top-k' (difflib's ratio): under the 0.75 cutoff, so no guess
         ({"rag.cap": 3}, "unknown key (known: rag.category-filter, rag.max-chunks-per-document, rag.pipeline, "),
@@ -202,6 +205,17 @@ def test_config_problems_are_named_with_their_keys(source: dict[str, object], me
         RagConfig.from_mapping(source, source="prod.properties")
     assert message in str(err.value)
     assert str(err.value).startswith("prod.properties: 1 configuration problem: ")
+
+
+def test_ints_at_javas_bounds_are_read_and_a_short_key_without_rag_gets_its_guess() -> None:
+    # Integer.parseInt reads -2147483648 and 2147483647; only the range check of the value follows
+    assert RagConfig.from_mapping({"rag.retrieve-k": "2147483647"}).retrieve_k == 2147483647
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_mapping({"rag.retrieve-k": "-2147483648"})
+    assert str(err.value) == "1 configuration problem: must be > 0, got -2147483648 @ rag.retrieve-k"
+    with pytest.raises(ConfigError) as err:  # 'rag.top' is 0.875 alike with 'rag.top-k'; 'top' alone is not
+        RagConfig.from_mapping({"top": 5}, strict=True)
+    assert "unknown key (rag settings start with 'rag.') (did you mean 'rag.top-k'?) @ top" in str(err.value)
 
 
 def test_config_errors_from_files_and_texts(tmp_path: Path) -> None:
