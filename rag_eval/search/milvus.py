@@ -186,7 +186,11 @@ class _Connection:
         token = os.environ.get(token_env, "")
         return self._retrying(
             "connect",
-            lambda t: pm.MilvusClient(uri=self.uri, token=token, timeout=t, grpc_options=dict(_GRPC_OPTIONS)),
+            # dedicated: pymilvus shares one channel per URI and token between clients, made with the options of
+            # whichever client came first in the process; ours must hold _GRPC_OPTIONS whatever came before
+            lambda t: pm.MilvusClient(
+                uri=self.uri, token=token, timeout=t, grpc_options=dict(_GRPC_OPTIONS), dedicated=True
+            ),
             budget=self.timeout,
         )
 

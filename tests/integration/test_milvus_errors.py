@@ -212,10 +212,17 @@ def test_a_configured_timeout_bounds_the_wait(silent_port: int) -> None:
 @pytest.mark.milvus_server
 def test_grpc_keepalive_is_quiet(server_uri: str, collection_name: str) -> None:
     """The client's gRPC channel pings only during calls, rarely, and sends no bandwidth probes: the pings a
-    server answers with "too_many_pings" GOAWAYs (printed by gRPC on the terminal during long ingests)."""
+    server answers with "too_many_pings" GOAWAYs (printed by gRPC on the terminal during long ingests). That
+    holds when another client of the same server was made first in the process, without these options
+    (pymilvus shares a channel per URI and token unless a client asks for its own)."""
+    from pymilvus import MilvusClient
+
+    other = MilvusClient(uri=server_uri, timeout=10)
+    other.list_collections(timeout=10)
     with MilvusStore(server_uri, collection_name) as store:
         handler = store._conn.client._get_connection()
         options = dict(handler._grpc_options)
     assert options["grpc.keepalive_permit_without_calls"] is False
     assert options["grpc.keepalive_time_ms"] >= 60_000
     assert options["grpc.http2.bdp_probe"] == 0
+    other.close()
