@@ -58,7 +58,15 @@ from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.load_settings import LoadSettings, settings_from_table
 from rag_eval.harness.timing import LatencyMode, TimingPlan
 from rag_eval.harness.whatif import WHAT_IFS
-from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, IndexSpec, redact_uri, uri_problem
+from rag_eval.search.milvus_schema import (
+    INDEX_TYPES,
+    MAX_TOPK,
+    METRICS,
+    IndexSpec,
+    SearchTarget,
+    redact_uri,
+    uri_problem,
+)
 
 DEFAULT_LITE_DIR = Path("reports/milvus")
 DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")
@@ -179,6 +187,14 @@ class Experiment:
         if self.milvus_uri:
             return self.milvus_uri
         return str(DEFAULT_LITE_DIR / f"{_slug_name(self.dataset_path.name)}.db")
+
+    @property
+    def target(self) -> SearchTarget:
+        """Where this experiment searches (the collection is None until the ingest names it)."""
+        return SearchTarget(
+            uri=self.resolved_uri, collection=self.collection, index=self.index, token_env=self.token_env,
+            timeout=self.timeout,
+        )  # fmt: skip
 
     @property
     def resolved_vectors_dir(self) -> Path:

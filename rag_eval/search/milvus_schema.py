@@ -103,6 +103,47 @@ class BackendFeatures:
     hybrid: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchTarget:
+    """Where to search: one Milvus (a Lite file path or a server/cluster URI), one collection and its
+    index, the environment variable that holds the token, and how long to wait for the server.
+
+    ``collection`` is None until the ingest names it (a collection derived from the data set); the
+    token is read from the environment when a client connects and is never held here.
+
+    >>> t = SearchTarget(uri="http://user:pw@db.example:19530", collection="kb")
+    >>> (t.redacted_uri, t.is_server)
+    ('http://db.example:19530', True)
+    >>> t.named("other").collection
+    'other'
+    """
+
+    uri: str
+    collection: str | None = None
+    index: IndexSpec = field(default_factory=IndexSpec)
+    token_env: str = DEFAULT_TOKEN_ENV
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def redacted_uri(self) -> str:
+        """The URI as messages, manifests and reports may show it (no credentials, query or fragment)."""
+        return redact_uri(self.uri)
+
+    @property
+    def is_server(self) -> bool:
+        return is_server_uri(self.uri)
+
+    def named(self, collection: str) -> SearchTarget:
+        """The same Milvus, another collection."""
+        return SearchTarget(
+            uri=self.uri, collection=collection, index=self.index, token_env=self.token_env, timeout=self.timeout
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """What a manifest records (the URI redacted, the token's variable name, never its value)."""
+        return {"uri": self.redacted_uri, "collection": self.collection, "index": self.index.to_json()}
+
+
 def milvus_string_literal(value: str) -> str:
     r"""A double-quoted Milvus filter literal that Lite and the server both read back as ``value``.
 
