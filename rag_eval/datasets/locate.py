@@ -1,0 +1,375 @@
+"""Where a stored row's text sits in its source document: the labels of a collection someone else built.
+
+A collection built by another ingest (its own chunker, its own schema) holds rows that are not our chunks.
+Span labels are character ranges in the source documents, so a row becomes labelled once its text is
+found in a document: it is then relevant to a query when its range overlaps one of the query's spans
+(:mod:`rag_eval.datasets.labels`), whatever chunker wrote it.
+
+A row is located, in this order:
+
+1. by its stored ``start``/``end`` offsets, when the collection has them and the text there is the row's
+   (exactly, or equal once case and whitespace are folded); offsets that disagree are counted and ignored;
+2. **exactly**: the row's text is a substring of its stored document;
+3. **normalised**: the same once both are case-folded and every run of whitespace is one space;
+4. **fuzzy**: the best partial alignment of the normalised texts (``rapidfuzz.fuzz.partial_ratio_alignment``,
+   an indel-distance similarity from 0 to 100) scores at least ``fuzzy_threshold`` (90 by default: a
+   1,000-character row may differ in about 50 characters, e.g. a header or cleaned markup, not in content);
+
+first in the document the row's stored doc id names, then, for rows without a doc id, with one that names
+no document, or whose text is not in that document, across the whole corpus (a prefilter of shared word
+4-grams picks the documents worth aligning). A text found several times in one document (a repeated
+sentence) gives its occurrences in order to the rows that carry it, ordered by chunk index, then primary
+key (the insertion order of generated ids), so a chunker's repeated chunks land where they came from and
+a re-ingested copy lands on the chunk it copies.
+
+>>> docs = {"a": "Check the lag. Restart the replica.", "b": "Rotate the logs."}
+>>> rows = [StoredRow(pk="1", doc_id="a", text="Restart the replica."),
+...         StoredRow(pk="2", doc_id=None, text="rotate  THE logs."),
+...         StoredRow(pk="3", doc_id="a", text="Nothing like it.")]
+>>> [(l.pk, l.doc_id, l.start, l.end, l.how.value) for l in locate_rows(docs, rows)]
+[('1', 'a', 15, 35, 'exact'), ('2', 'b', 0, 16, 'normalised'), ('3', None, -1, -1, 'unresolved')]
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+DEFAULT_FUZZY_THRESHOLD = 90.0
+FUZZY_CANDIDATES = 3  # documents aligned per row when it is searched across the corpus
+MAX_OCCURRENCES = 10_000  # occurrences of one text in one document looked at
+_SEP = "\x00"  # between documents in the corpus-wide index: no row's text spans two documents
+_WORD = re.compile(r"\w+")
+_SHINGLE = 4
+
+
+class How(StrEnum):
+    OFFSETS = "offsets"
+    EXACT = "exact"
+    NORMALISED = "normalised"
+    FUZZY = "fuzzy"
+    UNRESOLVED = "unresolved"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredRow:
+    """One row of a collection as the label resolution needs it (``None``: the collection has no value)."""
+
+    pk: str
+    doc_id: str | None
+    text: str
+    chunk_index: int | None = None
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Location:
+    """Where a row's text was found: ``doc_id`` and ``[start, end)`` in that document's text, or
+    ``how == UNRESOLVED`` (``doc_id`` None, offsets -1). ``score`` is 100 unless ``how`` is fuzzy."""
+
+    pk: str
+    stored_doc_id: str | None
+    doc_id: str | None
+    start: int
+    end: int
+    how: How
+    score: float
+    offsets_disagreed: bool = False  # the row's stored offsets named other text
+
+    @property
+    def resolved(self) -> bool:
+        return self.how is not How.UNRESOLVED
+
+    @property
+    def moved(self) -> bool:
+        """Found in another document than the one its stored doc id names."""
+        return self.resolved and self.stored_doc_id is not None and self.doc_id != self.stored_doc_id
+
+
+class Folded:
+    """A text case-folded with every whitespace run as one space, and the original index of each character.
+
+    >>> f = Folded("A  Bß\\n c")
+    >>> (f.text, f.original(0, len(f.text)))
+    ('a bss c', (0, 8))
+    """
+
+    __slots__ = ("_index", "text")
+
+    def __init__(self, text: str) -> None:
+        chars: list[str] = []
+        index: list[int] = []
+        space = False
+        for i, ch in enumerate(text):
+            if ch.isspace():
+                if not space and chars:
+                    chars.append(" ")
+                    index.append(i)
+                space = True
+                continue
+            space = False
+            for folded in ch.casefold():
+                chars.append(folded)
+                index.append(i)
+        if chars and chars[-1] == " ":
+            chars.pop()
+            index.pop()
+        self.text = "".join(chars)
+        self._index = index
+        self._index.append(len(text) if not index else index[-1] + 1)
+
+    def original(self, start: int, end: int) -> tuple[int, int]:
+        """The original range of folded characters ``[start, end)`` (end exclusive, past the last one)."""
+        return self._index[start], self._index[end - 1] + 1 if end > start else self._index[start]
+
+
+def fold(text: str) -> str:
+    return Folded(text).text
+
+
+def occurrences(haystack: str, needle: str, limit: int = MAX_OCCURRENCES) -> list[int]:
+    """Start of every occurrence of ``needle`` in ``haystack`` (overlapping ones too), in order.
+
+    >>> occurrences("abab ab", "ab")
+    [0, 2, 5]
+    """
+    found: list[int] = []
+    at = haystack.find(needle)
+    while at >= 0 and len(found) < limit:
+        found.append(at)
+        at = haystack.find(needle, at + 1)
+    return found
+
+
+def _sequence(row: StoredRow) -> tuple[int, int | str]:
+    """Where a row sits in its document's order: its chunk index, else its primary key (kind 1)."""
+    if row.chunk_index is not None:
+        return (0, row.chunk_index)
+    return (1, int(row.pk) if row.pk.isdigit() else row.pk)
+
+
+class _Corpus:
+    """The documents, their folded forms and a word 4-gram index, each built once, when first needed."""
+
+    def __init__(self, documents: Mapping[str, str]) -> None:
+        self.documents = documents
+        self._folded: dict[str, Folded] = {}
+        self._joined: tuple[str, list[int], list[str]] | None = None
+        self._joined_folded: tuple[str, list[int], list[str]] | None = None
+        self._shingles: dict[tuple[str, ...], set[str]] | None = None
+
+    def folded(self, doc_id: str) -> Folded:
+        known = self._folded.get(doc_id)
+        if known is None:
+            known = self._folded[doc_id] = Folded(self.documents[doc_id])
+        return known
+
+    def joined(self, folded: bool) -> tuple[str, list[int], list[str]]:
+        """Every document's text (or folded text) in one string, separated, with each one's start."""
+        cached = self._joined_folded if folded else self._joined
+        if cached is None:
+            ids = list(self.documents)
+            texts = [self.folded(d).text if folded else self.documents[d] for d in ids]
+            starts, at = [], 0
+            for t in texts:
+                starts.append(at)
+                at += len(t) + 1
+            cached = (_SEP.join(texts), starts, ids)
+            if folded:
+                self._joined_folded = cached
+            else:
+                self._joined = cached
+        return cached
+
+    def candidates(self, folded_text: str) -> list[str]:
+        """The documents sharing the most word 4-grams with ``folded_text`` (at most FUZZY_CANDIDATES)."""
+        if self._shingles is None:
+            index: dict[tuple[str, ...], set[str]] = defaultdict(set)
+            for doc_id in self.documents:
+                for shingle in _shingles(self.folded(doc_id).text):
+                    index[shingle].add(doc_id)
+            self._shingles = dict(index)
+        votes: Counter[str] = Counter()
+        for shingle in set(_shingles(folded_text)):
+            votes.update(self._shingles.get(shingle, ()))
+        return [d for d, _ in sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[:FUZZY_CANDIDATES]]
+
+
+def _shingles(text: str) -> Iterable[tuple[str, ...]]:
+    words = _WORD.findall(text)
+    return (tuple(words[i : i + _SHINGLE]) for i in range(max(len(words) - _SHINGLE + 1, 0)))
+
+
+@dataclass(slots=True)
+class _Match:
+    """Candidate ranges of one row at one level: every occurrence, given out in row order."""
+
+    doc_id: str
+    ranges: list[tuple[int, int]]
+    how: How
+    score: float = 100.0
+
+
+def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> _Match | None:
+    doc = corpus.documents[doc_id]
+    found = occurrences(doc, text)
+    if found:
+        return _Match(doc_id, [(s, s + len(text)) for s in found], How.EXACT)
+    folded = corpus.folded(doc_id)
+    needle = fold(text)
+    if not needle:
+        return None
+    found = occurrences(folded.text, needle)
+    if found:
+        return _Match(doc_id, [folded.original(s, s + len(needle)) for s in found], How.NORMALISED)
+    return _fuzzy(folded, doc_id, needle, threshold)
+
+
+def _fuzzy(folded: Folded, doc_id: str, needle: str, threshold: float) -> _Match | None:
+    from rapidfuzz.fuzz import partial_ratio_alignment
+
+    if not folded.text:
+        return None
+    got = partial_ratio_alignment(needle, folded.text, score_cutoff=threshold)
+    if got is None:
+        return None
+    # the alignment names the shorter text as its source: the document's range is whichever side it is
+    start, end = (got.dest_start, got.dest_end) if len(needle) <= len(folded.text) else (got.src_start, got.src_end)
+    if end <= start:
+        return None
+    return _Match(doc_id, [folded.original(start, end)], How.FUZZY, float(got.score))
+
+
+def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> _Match | None:
+    """The first document (in corpus order) holding the text exactly, then folded, then the best fuzzy one."""
+    for folded in (False, True):
+        needle = fold(text) if folded else text
+        if not needle:
+            return None
+        joined, starts, ids = corpus.joined(folded)
+        at = joined.find(needle)
+        if at < 0:
+            continue
+        doc_id = ids[bisect_right(starts, at) - 1]
+        match = _in_document(corpus, doc_id, text, 100.0)
+        if match is not None:
+            return match
+    needle = fold(text)
+    best: _Match | None = None
+    for doc_id in corpus.candidates(needle):
+        match = _fuzzy(corpus.folded(doc_id), doc_id, needle, threshold)
+        if match is not None and (best is None or match.score > best.score):
+            best = match
+    return best
+
+
+def _by_offsets(corpus: _Corpus, row: StoredRow) -> tuple[bool, bool]:
+    """(the stored offsets locate the row, the row had offsets that named other text)."""
+    if row.doc_id is None or row.doc_id not in corpus.documents or row.start is None or row.end is None:
+        return False, False
+    doc = corpus.documents[row.doc_id]
+    if not 0 <= row.start < row.end <= len(doc):
+        return False, True
+    there = doc[row.start : row.end]
+    ok = there == row.text or fold(there) == fold(row.text)
+    return ok, not ok
+
+
+def locate_rows(
+    documents: Mapping[str, str], rows: Sequence[StoredRow], *, fuzzy_threshold: float = DEFAULT_FUZZY_THRESHOLD
+) -> list[Location]:
+    """Where each row's text sits (see the module's docstring for the order of attempts), in row order."""
+    if not 0.0 < fuzzy_threshold <= 100.0:
+        raise ValueError("fuzzy_threshold must be in (0, 100]")
+    corpus = _Corpus(documents)
+    located: dict[int, Location] = {}
+    found: dict[int, _Match] = {}
+    disagreed: set[int] = set()
+    for i, row in enumerate(rows):
+        by_offsets, bad_offsets = _by_offsets(corpus, row)
+        if bad_offsets:
+            disagreed.add(i)
+        if by_offsets:
+            assert row.doc_id is not None and row.start is not None and row.end is not None
+            found[i] = _Match(row.doc_id, [(row.start, row.end)], How.OFFSETS)
+            continue
+        match = None
+        if row.text.strip():
+            if row.doc_id is not None and row.doc_id in documents:
+                match = _in_document(corpus, row.doc_id, row.text, fuzzy_threshold)
+            if match is None:
+                match = _across_corpus(corpus, row.text, fuzzy_threshold)
+        if match is None:
+            located[i] = Location(pk=row.pk, stored_doc_id=row.doc_id, doc_id=None, start=-1, end=-1,
+                                  how=How.UNRESOLVED, score=0.0, offsets_disagreed=i in disagreed)  # fmt: skip
+        else:
+            found[i] = match
+    for i, (start, end) in _placed(rows, found).items():
+        row, match = rows[i], found[i]
+        located[i] = Location(pk=row.pk, stored_doc_id=row.doc_id, doc_id=match.doc_id, start=start, end=end,
+                              how=match.how, score=match.score, offsets_disagreed=i in disagreed)  # fmt: skip
+    return [located[i] for i in range(len(rows))]
+
+
+def _next(a: tuple[int, int | str], b: tuple[int, int | str]) -> bool:
+    """Whether ``b`` comes right after ``a`` in a document's order (consecutive chunk indexes or keys)."""
+    return isinstance(a[1], int) and isinstance(b[1], int) and b[1] == a[1] + 1
+
+
+def _placed(rows: Sequence[StoredRow], found: Mapping[int, _Match]) -> dict[int, tuple[int, int]]:
+    """One range per row: its only candidate; else, for a text found several times in its document, a
+    neighbour's own range when that neighbour is at the same place in the document's order (a re-ingested
+    copy), else the candidate between its neighbours nearest to where the previous row's range ends plus
+    the document's usual gap between consecutive rows (negative for an overlapping chunker; 0 when no two
+    consecutive rows show it), or the first at or after that place when rows between the two are missing.
+    A row found outside the document its doc id names (or with none) takes the first candidate. The order is
+    the chunk index, or the primary key for rows without one; each kind of order is its own line."""
+    placed: dict[int, tuple[int, int]] = {}
+    pending: dict[str, list[int]] = defaultdict(list)
+    anchors: dict[tuple[str, int], list[tuple[tuple[int, int | str], int, int]]] = defaultdict(list)
+    for i, match in found.items():
+        if rows[i].doc_id != match.doc_id:  # its chunk index is another document's, or no document's
+            placed[i] = match.ranges[0]
+        elif len(match.ranges) == 1:
+            placed[i] = match.ranges[0]
+            seq = _sequence(rows[i])
+            anchors[(match.doc_id, seq[0])].append((seq, *match.ranges[0]))
+        else:
+            pending[match.doc_id].append(i)
+    gaps: dict[tuple[str, int], int] = {}
+    for key, line in anchors.items():
+        line.sort()
+        steps = sorted(b[1] - a[2] for a, b in itertools.pairwise(line) if _next(a[0], b[0]))
+        if steps:
+            gaps[key] = steps[len(steps) // 2]
+    for doc_id, members in pending.items():
+        for i in sorted(members, key=lambda j: (_sequence(rows[j]), j)):
+            seq = _sequence(rows[i])
+            line = anchors[(doc_id, seq[0])]
+            at = bisect_right(line, (seq, -1, -1))
+            ranges = found[i].ranges
+            same = {(s, e) for q, s, e in line[at:] if q == seq}
+            choice = next((r for r in ranges if r in same), None)
+            if choice is None:
+                before = line[at - 1] if at > 0 else None
+                after = next((s for q, s, _ in line[at:] if q != seq), None)
+                inside = [r for r in ranges if (before is None or before[1] < r[0]) and (after is None or r[0] < after)]
+                if before is None:
+                    choice = (inside or ranges)[0]
+                else:  # no usual gap known: 0, the next row starting where this one ends
+                    expected = before[2] + gaps.get((doc_id, seq[0]), 0)
+                    options = inside or ranges
+                    later = [r for r in options if r[0] >= expected]
+                    if later and not _next(before[0], seq):  # rows between them are missing: further on
+                        choice = later[0]
+                    else:
+                        choice = min(options, key=lambda r: (abs(r[0] - expected), r[0]))
+            placed[i] = choice
+            line.insert(bisect_right(line, (seq, *choice)), (seq, *choice))
+    return placed
