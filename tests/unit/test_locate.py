@@ -131,8 +131,9 @@ def test_a_chunkers_rows_are_located_where_the_chunker_cut_them(
     docs: list[list[str]], size: int, overlap_tenths: int, sentences: bool, drop_doc: set[int], mangle: set[int]
 ) -> None:
     """Whatever the chunker (windows overlapping by up to a fifth, as text splitters are set; repeated
-    sentences), rows written with their chunk index are located at text equal to theirs (case and whitespace folded), with or without doc ids; in a document
-    whose rows all carry its doc id, at exactly the chunker's own ranges, with case and whitespace mangled."""
+    sentences), rows written with their chunk index are located at text equal to theirs (case and
+    whitespace folded), with or without doc ids; in a document whose rows all carry its doc id, at exactly
+    the chunker's own ranges, with case and whitespace mangled."""
     texts = {f"d{i}": " ".join(sentences) for i, sentences in enumerate(docs)}
     chunker = SentenceWindowChunker(size=1 + size % 3, overlap=0) if sentences else CharWindowChunker(
         size=size, overlap=size * overlap_tenths // 10
