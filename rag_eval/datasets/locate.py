@@ -17,7 +17,10 @@ A row is located, in this order:
 
 first in the document the row's stored doc id names, then, for rows without a doc id, with one that names
 no document, or whose text is not in that document, across the whole corpus (a prefilter of shared word
-4-grams picks the documents worth aligning). A text found several times in one document (a repeated
+4-grams picks the documents worth aligning); such a row takes, of the places that hold its text, the one
+that fits the document's other rows best, a gap before a place a row already holds (so a passage two
+documents share lands in the one whose rows leave a gap there, and a re-ingested copy on the chunk it
+copies). A text found several times in one document (a repeated
 sentence) gives its occurrences in order to the rows that carry it, ordered by chunk index, then primary
 key (the insertion order of generated ids), so a chunker's repeated chunks land where they came from and
 a re-ingested copy lands on the chunk it copies.
@@ -32,13 +35,16 @@ a re-ingested copy lands on the chunk it copies.
 
 from __future__ import annotations
 
-import itertools
 import re
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
+
+from rag_eval.datasets.placement import How, Match, StoredRow, placed_elsewhere
+from rag_eval.datasets.placement import placed as placed_in_documents
+
+__all__ = ["DEFAULT_FUZZY_THRESHOLD", "Folded", "How", "Location", "StoredRow", "fold", "locate_rows", "occurrences"]
 
 DEFAULT_FUZZY_THRESHOLD = 90.0
 FUZZY_CANDIDATES = 3  # documents aligned per row when it is searched across the corpus
@@ -46,26 +52,6 @@ MAX_OCCURRENCES = 10_000  # occurrences of one text in one document looked at
 _SEP = "\x00"  # between documents in the corpus-wide index: no row's text spans two documents
 _WORD = re.compile(r"\w+")
 _SHINGLE = 4
-
-
-class How(StrEnum):
-    OFFSETS = "offsets"
-    EXACT = "exact"
-    NORMALISED = "normalised"
-    FUZZY = "fuzzy"
-    UNRESOLVED = "unresolved"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoredRow:
-    """One row of a collection as the label resolution needs it (``None``: the collection has no value)."""
-
-    pk: str
-    doc_id: str | None
-    text: str
-    chunk_index: int | None = None
-    start: int | None = None
-    end: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +67,7 @@ class Location:
     how: How
     score: float
     offsets_disagreed: bool = False  # the row's stored offsets named other text
+    ambiguous: bool = False  # not in its stored document (or none) and its text is in several places
 
     @property
     def resolved(self) -> bool:
@@ -147,13 +134,6 @@ def occurrences(haystack: str, needle: str, limit: int = MAX_OCCURRENCES) -> lis
     return found
 
 
-def _sequence(row: StoredRow) -> tuple[int, int | str]:
-    """Where a row sits in its document's order: its chunk index, else its primary key (kind 1)."""
-    if row.chunk_index is not None:
-        return (0, row.chunk_index)
-    return (1, int(row.pk) if row.pk.isdigit() else row.pk)
-
-
 class _Corpus:
     """The documents, their folded forms and a word 4-gram index, each built once, when first needed."""
 
@@ -206,32 +186,22 @@ def _shingles(text: str) -> Iterable[tuple[str, ...]]:
     return (tuple(words[i : i + _SHINGLE]) for i in range(max(len(words) - _SHINGLE + 1, 0)))
 
 
-@dataclass(slots=True)
-class _Match:
-    """Candidate ranges of one row at one level: every occurrence, given out in row order."""
-
-    doc_id: str
-    ranges: list[tuple[int, int]]
-    how: How
-    score: float = 100.0
-
-
-def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> _Match | None:
+def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> Match | None:
     doc = corpus.documents[doc_id]
     found = occurrences(doc, text)
     if found:
-        return _Match(doc_id, [(s, s + len(text)) for s in found], How.EXACT)
+        return Match(doc_id, [(s, s + len(text)) for s in found], How.EXACT)
     folded = corpus.folded(doc_id)
     needle = fold(text)
     if not needle:
         return None
     found = occurrences(folded.text, needle)
     if found:
-        return _Match(doc_id, [folded.original(s, s + len(needle)) for s in found], How.NORMALISED)
+        return Match(doc_id, [folded.original(s, s + len(needle)) for s in found], How.NORMALISED)
     return _fuzzy(folded, doc_id, needle, threshold)
 
 
-def _fuzzy(folded: Folded, doc_id: str, needle: str, threshold: float) -> _Match | None:
+def _fuzzy(folded: Folded, doc_id: str, needle: str, threshold: float) -> Match | None:
     from rapidfuzz.fuzz import partial_ratio_alignment
 
     if not folded.text:
@@ -243,30 +213,28 @@ def _fuzzy(folded: Folded, doc_id: str, needle: str, threshold: float) -> _Match
     start, end = (got.dest_start, got.dest_end) if len(needle) <= len(folded.text) else (got.src_start, got.src_end)
     if end <= start:
         return None
-    return _Match(doc_id, [folded.original(start, end)], How.FUZZY, float(got.score))
+    return Match(doc_id, [folded.original(start, end)], How.FUZZY, float(got.score))
 
 
-def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> _Match | None:
-    """The first document (in corpus order) holding the text exactly, then folded, then the best fuzzy one."""
+def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
+    """Every document (in corpus order) holding the text exactly, else every one holding it folded, else
+    the best fuzzy one (of the few the word 4-grams point to); empty when none does."""
     for folded in (False, True):
         needle = fold(text) if folded else text
         if not needle:
-            return None
+            return []
         joined, starts, ids = corpus.joined(folded)
-        at = joined.find(needle)
-        if at < 0:
-            continue
-        doc_id = ids[bisect_right(starts, at) - 1]
-        match = _in_document(corpus, doc_id, text, 100.0)
-        if match is not None:
-            return match
+        docs = dict.fromkeys(ids[bisect_right(starts, at) - 1] for at in occurrences(joined, needle))
+        matches = [m for m in (_in_document(corpus, d, text, 100.0) for d in docs) if m is not None]
+        if matches:
+            return matches
     needle = fold(text)
-    best: _Match | None = None
+    best: Match | None = None
     for doc_id in corpus.candidates(needle):
         match = _fuzzy(corpus.folded(doc_id), doc_id, needle, threshold)
         if match is not None and (best is None or match.score > best.score):
             best = match
-    return best
+    return [best] if best is not None else []
 
 
 def _by_offsets(corpus: _Corpus, row: StoredRow) -> tuple[bool, bool]:
@@ -289,7 +257,8 @@ def locate_rows(
         raise ValueError("fuzzy_threshold must be in (0, 100]")
     corpus = _Corpus(documents)
     located: dict[int, Location] = {}
-    found: dict[int, _Match] = {}
+    found: dict[int, Match] = {}  # rows found in the document their doc id names
+    elsewhere: dict[int, list[Match]] = {}  # rows without a doc id, or not in their stored document
     disagreed: set[int] = set()
     for i, row in enumerate(rows):
         by_offsets, bad_offsets = _by_offsets(corpus, row)
@@ -297,79 +266,31 @@ def locate_rows(
             disagreed.add(i)
         if by_offsets:
             assert row.doc_id is not None and row.start is not None and row.end is not None
-            found[i] = _Match(row.doc_id, [(row.start, row.end)], How.OFFSETS)
+            found[i] = Match(row.doc_id, [(row.start, row.end)], How.OFFSETS)
             continue
         match = None
-        if row.text.strip():
-            if row.doc_id is not None and row.doc_id in documents:
-                match = _in_document(corpus, row.doc_id, row.text, fuzzy_threshold)
-            if match is None:
-                match = _across_corpus(corpus, row.text, fuzzy_threshold)
-        if match is None:
+        if row.text.strip() and row.doc_id is not None and row.doc_id in documents:
+            match = _in_document(corpus, row.doc_id, row.text, fuzzy_threshold)
+        if match is not None:
+            found[i] = match
+        elif row.text.strip() and (matches := _across_corpus(corpus, row.text, fuzzy_threshold)):
+            elsewhere[i] = matches
+        else:
             located[i] = Location(pk=row.pk, stored_doc_id=row.doc_id, doc_id=None, start=-1, end=-1,
                                   how=How.UNRESOLVED, score=0.0, offsets_disagreed=i in disagreed)  # fmt: skip
-        else:
-            found[i] = match
-    for i, (start, end) in _placed(rows, found).items():
+    # a row outside its stored document whose text is in one place only is placed first: it is known
+    unique = {i: ms[0] for i, ms in elsewhere.items() if len(ms) == 1 and len(ms[0].ranges) == 1}
+    placed = placed_in_documents(rows, found, known=[(m.doc_id, m.ranges[0]) for m in unique.values()])
+    for i, match in unique.items():
+        found[i], placed[i] = match, match.ranges[0]
+    guessed = {i: ms for i, ms in elsewhere.items() if i not in unique}
+    for i, (match, where) in placed_elsewhere(rows, guessed, found, placed).items():
+        found[i], placed[i] = match, where
+    for i, (start, end) in placed.items():
         row, match = rows[i], found[i]
         located[i] = Location(pk=row.pk, stored_doc_id=row.doc_id, doc_id=match.doc_id, start=start, end=end,
-                              how=match.how, score=match.score, offsets_disagreed=i in disagreed)  # fmt: skip
+                              how=match.how, score=match.score, offsets_disagreed=i in disagreed,
+                              ambiguous=i in guessed)  # fmt: skip
     return [located[i] for i in range(len(rows))]
 
 
-def _next(a: tuple[int, int | str], b: tuple[int, int | str]) -> bool:
-    """Whether ``b`` comes right after ``a`` in a document's order (consecutive chunk indexes or keys)."""
-    return isinstance(a[1], int) and isinstance(b[1], int) and b[1] == a[1] + 1
-
-
-def _placed(rows: Sequence[StoredRow], found: Mapping[int, _Match]) -> dict[int, tuple[int, int]]:
-    """One range per row: its only candidate; else, for a text found several times in its document, a
-    neighbour's own range when that neighbour is at the same place in the document's order (a re-ingested
-    copy), else the candidate between its neighbours nearest to where the previous row's range ends plus
-    the document's usual gap between consecutive rows (negative for an overlapping chunker; 0 when no two
-    consecutive rows show it), or the first at or after that place when rows between the two are missing.
-    A row found outside the document its doc id names (or with none) takes the first candidate. The order is
-    the chunk index, or the primary key for rows without one; each kind of order is its own line."""
-    placed: dict[int, tuple[int, int]] = {}
-    pending: dict[str, list[int]] = defaultdict(list)
-    anchors: dict[tuple[str, int], list[tuple[tuple[int, int | str], int, int]]] = defaultdict(list)
-    for i, match in found.items():
-        if rows[i].doc_id != match.doc_id:  # its chunk index is another document's, or no document's
-            placed[i] = match.ranges[0]
-        elif len(match.ranges) == 1:
-            placed[i] = match.ranges[0]
-            seq = _sequence(rows[i])
-            anchors[(match.doc_id, seq[0])].append((seq, *match.ranges[0]))
-        else:
-            pending[match.doc_id].append(i)
-    gaps: dict[tuple[str, int], int] = {}
-    for key, line in anchors.items():
-        line.sort()
-        steps = sorted(b[1] - a[2] for a, b in itertools.pairwise(line) if _next(a[0], b[0]))
-        if steps:
-            gaps[key] = steps[len(steps) // 2]
-    for doc_id, members in pending.items():
-        for i in sorted(members, key=lambda j: (_sequence(rows[j]), j)):
-            seq = _sequence(rows[i])
-            line = anchors[(doc_id, seq[0])]
-            at = bisect_right(line, (seq, -1, -1))
-            ranges = found[i].ranges
-            same = {(s, e) for q, s, e in line[at:] if q == seq}
-            choice = next((r for r in ranges if r in same), None)
-            if choice is None:
-                before = line[at - 1] if at > 0 else None
-                after = next((s for q, s, _ in line[at:] if q != seq), None)
-                inside = [r for r in ranges if (before is None or before[1] < r[0]) and (after is None or r[0] < after)]
-                if before is None:
-                    choice = (inside or ranges)[0]
-                else:  # no usual gap known: 0, the next row starting where this one ends
-                    expected = before[2] + gaps.get((doc_id, seq[0]), 0)
-                    options = inside or ranges
-                    later = [r for r in options if r[0] >= expected]
-                    if later and not _next(before[0], seq):  # rows between them are missing: further on
-                        choice = later[0]
-                    else:
-                        choice = min(options, key=lambda r: (abs(r[0] - expected), r[0]))
-            placed[i] = choice
-            line.insert(bisect_right(line, (seq, *choice)), (seq, *choice))
-    return placed

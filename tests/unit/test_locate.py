@@ -112,9 +112,16 @@ _VOCAB = ("lag replica restart the SQL thread logs rotate keep days error timeou
 _sentence = st.lists(st.sampled_from(_VOCAB), min_size=3, max_size=9, unique=True).map(
     lambda w: " ".join(w).capitalize() + "."
 )
-# documents of sentences drawn from a small pool: whole sentences repeat within and across documents
-_docs = st.lists(_sentence, min_size=2, max_size=6).flatmap(
-    lambda pool: st.lists(st.lists(st.sampled_from(pool), min_size=1, max_size=14), min_size=1, max_size=4)
+# documents of sentences drawn from a small pool: whole sentences repeat within and across documents, never
+# twice in a row (a text of one sentence over and over has no place a window could be told apart by)
+_docs = st.lists(_sentence, min_size=2, max_size=6, unique=True).flatmap(
+    lambda pool: st.lists(
+        st.lists(st.sampled_from(pool), min_size=1, max_size=14).map(
+            lambda seq: [x for n, x in enumerate(seq) if n == 0 or x != seq[n - 1]]
+        ),
+        min_size=1,
+        max_size=4,
+    )
 )
 
 
