@@ -32,6 +32,7 @@ FILE_KEYS: Mapping[str, str] = {
     "name": "experiment.name",
     "production_cap": "experiment.production_cap",
     "baseline": "experiment.baseline",
+    "min_overlap_chars": "dataset.min_overlap_chars",
     "chunker_spec": "chunker.spec",
     "milvus_uri": "milvus.uri",
     "timeout": "milvus.timeout",
@@ -99,6 +100,15 @@ def _experiment(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     yield from name_problems(keys.of("name"), exp.name)
     if exp.production_cap is not None and exp.production_cap < 1:
         yield ConfigProblem(keys.of("production_cap"), f"must be >= 1, got {exp.production_cap}")
+
+
+def _dataset(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    if exp.min_overlap_chars < 1:  # a chunk sharing no character with a span would be relevant
+        yield ConfigProblem(
+            keys.of("min_overlap_chars"),
+            f"must be >= 1 (the characters a chunk shares with an evidence span to be relevant), "
+            f"got {exp.min_overlap_chars}",
+        )
 
 
 def _chunker(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
@@ -197,4 +207,4 @@ def _load(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
                 yield ConfigProblem(keys.of("load", "configs"), f"{name!r} is not a config name ({', '.join(names)})")
 
 
-_CHECKS: tuple[Check, ...] = (_experiment, _chunker, _milvus, _ingest, _configs, _timing, _report, _load)
+_CHECKS: tuple[Check, ...] = (_experiment, _dataset, _chunker, _milvus, _ingest, _configs, _timing, _report, _load)
