@@ -3,25 +3,44 @@ the key, and no run directory, Lite file or reports/ left behind."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from rag_eval import cli
+from rag_eval.core.errors import ConfigError
+from rag_eval.harness.experiment import (
+    check_experiment,
+    default_experiment,
+    load_experiment,
+    parse_config_flag,
+    with_overrides,
+)
 from tests.conftest import SHIPPED
 
 EVIDENCE = SHIPPED / "experiments" / "configs" / "evidence.properties"
 
 
-def experiment(tmp: Path, *, dataset: str = "", experiment: str = "", config: str = "", tables: str = "") -> Path:
+def experiment(
+    tmp: Path,
+    *,
+    dataset: str = "",
+    experiment: str = "",
+    config: str = "",
+    tables: str = "",
+    dataset_path: str = str(SHIPPED),
+    uri: str = "",
+    properties: str = str(EVIDENCE),
+) -> Path:
     """A small experiment of the shipped data set on a Lite file in ``tmp``, with extra lines per table."""
     path = tmp / "exp.toml"
     path.write_text(
         f'[experiment]\nname = "refusals"\n{experiment}\n'
-        f'[dataset]\npath = "{SHIPPED}"\n{dataset}\n'
-        f'[milvus]\nuri = "{tmp / "m.db"}"\n'
+        f'[dataset]\npath = "{dataset_path}"\n{dataset}\n'
+        f'[milvus]\nuri = "{uri or tmp / "m.db"}"\n'
         f"{tables}\n"
-        f'[[configs]]\nname = "evidence"\nproperties = "{EVIDENCE}"\n{config}\n',
+        f'[[configs]]\nname = "evidence"\nproperties = "{properties}"\n{config}\n',
         encoding="utf-8",
     )
     return path
@@ -45,3 +64,40 @@ def test_min_overlap_chars_below_one_is_refused(
 ) -> None:
     err = refused(tmp_path, experiment(tmp_path, dataset=f"min_overlap_chars = {value}"), capsys, monkeypatch)
     assert "must be >= 1 (the characters a chunk shares" in err and f"got {value} @ dataset.min_overlap_chars" in err
+
+
+NUL = "\\u0000"  # a NUL byte, as TOML writes one in a string
+
+
+@pytest.mark.parametrize(
+    ("over", "key"),
+    [
+        ({"dataset_path": f"{SHIPPED}{NUL}x"}, "dataset.path"),
+        ({"tables": f'[embedder]\nvectors_dir = "vectors{NUL}"'}, "embedder.vectors_dir"),
+        ({"tables": f'[embedder]\ncache_dir = "cache{NUL}"'}, "embedder.cache_dir"),
+        ({"properties": f"{EVIDENCE}{NUL}"}, "configs[0].properties"),
+        ({"tables": f'[gates]\nfile = "nightly{NUL}"'}, "gates.file"),
+        ({"uri": f"m{NUL}.db"}, "milvus.uri"),
+    ],
+)
+def test_a_nul_byte_in_a_path_is_refused_naming_the_key(
+    tmp_path: Path,
+    over: dict[str, str],
+    key: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    err = refused(tmp_path, experiment(tmp_path, **over), capsys, monkeypatch)
+    assert f"@ {key}" in err and "\0" not in err
+
+
+def test_a_nul_byte_in_a_path_given_in_code_is_refused_naming_the_flag() -> None:
+    # a command line cannot carry a NUL byte; a caller in Python can
+    with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --dataset"):
+        with_overrides(default_experiment(str(SHIPPED)), dataset=f"{SHIPPED}\0", require_configs=False)
+    with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --config"):
+        parse_config_flag(f"a={EVIDENCE}\0")
+    with pytest.raises(ConfigError, match=r"cannot read: .* holds a NUL byte"):
+        load_experiment(f"{SHIPPED}/experiments/default.toml\0")
+    built = replace(default_experiment(str(SHIPPED)), cache_dir=Path("cache\0"))
+    assert [p.key for p in check_experiment(built)] == ["embedder.cache_dir"]

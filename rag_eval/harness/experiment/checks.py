@@ -32,8 +32,11 @@ FILE_KEYS: Mapping[str, str] = {
     "name": "experiment.name",
     "production_cap": "experiment.production_cap",
     "baseline": "experiment.baseline",
+    "dataset_path": "dataset.path",
     "min_overlap_chars": "dataset.min_overlap_chars",
     "chunker_spec": "chunker.spec",
+    "cache_dir": "embedder.cache_dir",
+    "vectors_dir": "embedder.vectors_dir",
     "milvus_uri": "milvus.uri",
     "timeout": "milvus.timeout",
     "index": "milvus.index",
@@ -80,6 +83,18 @@ def raise_problems(problems: Sequence[ConfigProblem], source: str | None) -> Non
         raise ConfigError(problems, path=source)
 
 
+def path_problem(text: str) -> str | None:
+    """Why ``text`` cannot name a file, or None. Checked before a path is resolved or opened (both
+    raise ValueError on a NUL byte).
+
+    >>> path_problem("kb\\x00/corpus.jsonl")
+    "'kb\\\\x00/corpus.jsonl' holds a NUL byte, which no path can"
+    """
+    if "\0" in text:
+        return f"{text!r} holds a NUL byte, which no path can"
+    return None
+
+
 def name_problems(key: str, name: str) -> list[ConfigProblem]:
     """Experiment and config names become file and directory names: nothing that can leave ``reports/runs/``."""
     if not SAFE_NAME.fullmatch(name) or len(name) > MAX_NAME or name in {".", ".."}:
@@ -100,6 +115,13 @@ def _experiment(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     yield from name_problems(keys.of("name"), exp.name)
     if exp.production_cap is not None and exp.production_cap < 1:
         yield ConfigProblem(keys.of("production_cap"), f"must be >= 1, got {exp.production_cap}")
+
+
+def _paths(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    for name in ("dataset_path", "vectors_dir", "cache_dir"):
+        value = getattr(exp, name)
+        if value is not None and (why := path_problem(str(value))):
+            yield ConfigProblem(keys.of(name), why)
 
 
 def _dataset(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
@@ -207,4 +229,15 @@ def _load(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
                 yield ConfigProblem(keys.of("load", "configs"), f"{name!r} is not a config name ({', '.join(names)})")
 
 
-_CHECKS: tuple[Check, ...] = (_experiment, _dataset, _chunker, _milvus, _ingest, _configs, _timing, _report, _load)
+_CHECKS: tuple[Check, ...] = (
+    _experiment,
+    _paths,
+    _dataset,
+    _chunker,
+    _milvus,
+    _ingest,
+    _configs,
+    _timing,
+    _report,
+    _load,
+)

@@ -20,7 +20,7 @@ from typing import Any
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.core.types import SearchMode
-from rag_eval.harness.experiment.checks import SAFE_NAME, Keys, check_experiment, raise_problems
+from rag_eval.harness.experiment.checks import SAFE_NAME, Keys, check_experiment, path_problem, raise_problems
 from rag_eval.harness.experiment.model import PROFILES, ConfigSpec, Experiment, slug_name
 from rag_eval.harness.timing import TimingPlan
 
@@ -45,6 +45,8 @@ def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
     if not eq or not SAFE_NAME.fullmatch(name) or not rest:
         raise ConfigError([ConfigProblem("--config", f"expected NAME=FILE[.properties][:MODE], got {value!r}")])
     path, _, mode_raw = rest.partition(":") if not Path(rest).exists() else (rest, "", "")
+    if why := path_problem(path):
+        raise ConfigError([ConfigProblem("--config", why)])
     try:
         mode = SearchMode(mode_raw or "dense")
     except ValueError as exc:
@@ -78,7 +80,9 @@ def with_overrides(
         )
         if value is not None
     }  # fmt: skip
-    if dataset is not None:
+    if dataset is not None and (why := path_problem(dataset)):
+        problems.append(ConfigProblem("--dataset", why))
+    elif dataset is not None:
         changes["dataset_path"] = Path(dataset).resolve()
         if exp.source is None:
             changes["name"] = slug_name(Path(dataset).resolve().name)

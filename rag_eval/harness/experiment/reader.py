@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import ConfigError, ConfigProblem
-from rag_eval.harness.experiment.checks import check_experiment, raise_problems
+from rag_eval.harness.experiment.checks import check_experiment, path_problem, raise_problems
 from rag_eval.harness.experiment.configs_table import read_configs
 from rag_eval.harness.experiment.model import Experiment
 from rag_eval.harness.experiment.section import TableReader
@@ -30,6 +30,8 @@ TOP_KEYS = frozenset({*TABLES, "configs"})
 def load_experiment(path: str | Path) -> Experiment:
     """The experiment of a TOML file (its relative input paths start at the file's directory)."""
     p = Path(path)
+    if why := path_problem(str(p)):
+        raise ConfigError([ConfigProblem("(file)", f"cannot read: {why}")], path=repr(str(p)))
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:

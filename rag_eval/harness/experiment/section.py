@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import ConfigProblem
+from rag_eval.harness.experiment.checks import path_problem
 
 
 class TableReader:
@@ -67,13 +68,19 @@ class TableReader:
         raw = self.get(key, str)
         if raw is None and required:
             self.problem(key, "required")
-        return self.base / raw if raw else None
+        return self.base / raw if self._is_path(key, raw) else None
 
     def output_path(self, key: str) -> Path | None:
         """An output path (the embedding cache): relative to the working directory, so that every
         experiment writes under the project's ``reports/``."""
         raw = self.get(key, str)
-        return Path(raw) if raw else None
+        return Path(raw) if self._is_path(key, raw) else None
+
+    def _is_path(self, key: str, raw: str | None) -> bool:
+        if raw and (why := path_problem(raw)):
+            self.problem(key, why)
+            return False
+        return bool(raw)
 
     def sub(self, key: str) -> TableReader:
         """The nested table ``key`` (``milvus.index``), read the same way; absent: an empty one."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
 from rag_eval.embed.embedders import DEFAULT_MODEL
+from rag_eval.harness.experiment.checks import path_problem
 from rag_eval.harness.experiment.model import DEFAULT_CACHE_DIR, DEFAULT_CUTOFFS, DEFAULT_PROFILE, PROFILES
 from rag_eval.harness.experiment.section import TableReader
 from rag_eval.harness.load_settings import settings_from_table
@@ -147,8 +148,14 @@ def read_report(t: TableReader) -> Fields:
 
 
 def read_gates(t: TableReader) -> Fields:
-    """``[gates]`` as written (``file = ...`` or ``checks = [...]``): :mod:`rag_eval.compare` reads it."""
-    return {"gates": t.whole() if t.present else None}
+    """``[gates]`` as written (``file = ...`` or ``checks = [...]``): :mod:`rag_eval.compare` reads it,
+    after the file name is known to be one."""
+    if not t.present:
+        return {"gates": None}
+    gates = t.whole()
+    if isinstance(gates.get("file"), str) and (why := path_problem(gates["file"])):
+        t.problem("file", why)
+    return {"gates": gates}
 
 
 def read_load(t: TableReader) -> Fields:
