@@ -3,6 +3,7 @@ the key, and no run directory, Lite file or reports/ left behind."""
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,10 +14,12 @@ from rag_eval.core.errors import ConfigError
 from rag_eval.harness.experiment import (
     check_experiment,
     default_experiment,
+    experiment_from_table,
     load_experiment,
     parse_config_flag,
     with_overrides,
 )
+from rag_eval.harness.store import RunStore
 from tests.conftest import SHIPPED
 
 EVIDENCE = SHIPPED / "experiments" / "configs" / "evidence.properties"
@@ -101,3 +104,35 @@ def test_a_nul_byte_in_a_path_given_in_code_is_refused_naming_the_flag() -> None
         load_experiment(f"{SHIPPED}/experiments/default.toml\0")
     built = replace(default_experiment(str(SHIPPED)), cache_dir=Path("cache\0"))
     assert [p.key for p in check_experiment(built)] == ["embedder.cache_dir"]
+
+
+def test_a_config_name_too_long_for_its_file_names_is_refused_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = experiment(tmp_path, config=f'[[configs]]\nname = "{"e" * 300}"\nproperties = "{EVIDENCE}"')
+    err = refused(tmp_path, path, capsys, monkeypatch)
+    assert "300 bytes" in err and "at most 231" in err and "@ configs[1].name" in err
+
+
+def test_a_config_flag_name_too_long_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "--dataset", str(SHIPPED), "--config", f"{'e' * 232}={EVIDENCE}", "--milvus-uri", "m.db"]
+    assert cli.main([*argv, "--out", "out", "--limit", "4", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "232 bytes" in err and "@ --config" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_longest_config_name_accepted_has_its_trec_runs_written(tmp_path: Path) -> None:
+    # the limit is the file names RunStore really writes (a temporary beside runs/<name>.docs.trec)
+    table = tomllib.loads((SHIPPED / "experiments" / "default.toml").read_text())
+    table["configs"][2]["name"] = "e" * 231  # not the baseline
+    exp = experiment_from_table(table, base=SHIPPED / "experiments", source="exp.toml")
+    longest = exp.configs[2].name
+    written = RunStore(tmp_path / "run").write_trec_runs([(longest, "q1", ["d1#chunk-0"], ["d1"])], [longest])
+    assert [p.name for p in written] == [f"{longest}.trec", f"{longest}.docs.trec"]
+    table["configs"][2]["name"] = "e" * 232
+    with pytest.raises(ConfigError, match=r"232 bytes .* @ configs\[2\]\.name"):
+        experiment_from_table(table, base=SHIPPED / "experiments", source="exp.toml")

@@ -26,6 +26,17 @@ from rag_eval.harness.experiment.model import MAX_NAME, ConfigSpec, Experiment
 from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, uri_problem
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
+NAME_MAX = 255  # bytes in one file name (Linux and the BSDs; macOS and Windows allow 255 characters)
+# The longest file name each kind of name becomes ({} the name), and where it is made:
+# - a config's TREC runs, runs/<config>.trec and runs/<config>.docs.trec, are written through a
+#   temporary beside them (RunStore.write_trec_runs: tempfile.mkstemp adds 8 random characters);
+# - an experiment's run directory is reports/runs/<experiment>-<UTC time> (reports/load/... for a load
+#   measurement; rag_eval.cli), its accepted baseline reports/accepted/<experiment>, staged as
+#   .<experiment>.XXXXXXXX and moved aside as .<experiment>.old (rag_eval.compare.history.accept).
+LONGEST_FILE_NAME: Mapping[str, tuple[str, str]] = {
+    "config": (".{}.docs.trec.XXXXXXXX.tmp", "runs/<name>.docs.trec (written as .<name>.docs.trec.XXXXXXXX.tmp)"),
+    "experiment": ("{}-YYYYMMDDTHHMMSSZ", "reports/runs/<name>-<UTC time>"),
+}
 
 # The key of each checked field in an experiment file; a flag that set a field names it instead.
 FILE_KEYS: Mapping[str, str] = {
@@ -95,15 +106,35 @@ def path_problem(text: str) -> str | None:
     return None
 
 
+def name_length_problem(kind: str, name: str) -> str | None:
+    """Why ``name`` (a ``config`` or an ``experiment`` name) is too long for the file names made of it,
+    or None: the longest must fit in :data:`NAME_MAX` bytes, so that a run cannot fail at its end.
+
+    >>> name_length_problem("config", "e" * 231) is None, name_length_problem("config", "e" * 232)[:45]
+    (True, '232 bytes is too long for a config name: it n')
+    """
+    template, shown = LONGEST_FILE_NAME[kind]
+    room = NAME_MAX - len(template.format("").encode())
+    size = len(name.encode())
+    if size <= room:
+        return None
+    return (
+        f"{size:,} bytes is too long for a {kind} name: it names the file {shown}, and a file name holds at most "
+        f"{NAME_MAX} bytes, so the name at most {room}"
+    )
+
+
 def name_problems(key: str, name: str) -> list[ConfigProblem]:
-    """Experiment and config names become file and directory names: nothing that can leave ``reports/runs/``."""
+    """Experiment names become file and directory names: nothing that can leave ``reports/runs/``, and
+    nothing too long for the file names made of it."""
     if not SAFE_NAME.fullmatch(name) or len(name) > MAX_NAME or name in {".", ".."}:
         return [
             ConfigProblem(
                 key, f"{name!r}: up to {MAX_NAME} letters, digits, '.', '_', '-', starting with a letter or digit"
             )
         ]
-    return []
+    too_long = name_length_problem("experiment", name)  # within MAX_NAME today: the rule if that is raised
+    return [ConfigProblem(key, too_long)] if too_long else []
 
 
 def _number(value: float) -> int | float:
@@ -171,6 +202,8 @@ def _configs(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     for name in names:
         if not SAFE_NAME.fullmatch(name):
             yield ConfigProblem(keys.of("configs"), f"config name {name!r}: letters, digits, '.', '_', '-' only")
+        elif too_long := name_length_problem("config", name):
+            yield ConfigProblem(keys.of("configs"), too_long)
     for dup in sorted({n for n in names if names.count(n) > 1}):
         yield ConfigProblem(keys.of("configs"), f"config name {dup!r} is given more than once")
     if exp.configs and exp.baseline not in names:

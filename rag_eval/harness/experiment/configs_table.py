@@ -23,7 +23,7 @@ from typing import Any
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.core.types import SearchMode
-from rag_eval.harness.experiment.checks import SAFE_NAME
+from rag_eval.harness.experiment.checks import SAFE_NAME, name_length_problem
 from rag_eval.harness.experiment.model import ConfigSpec
 from rag_eval.harness.experiment.section import TableReader
 from rag_eval.harness.experiment.tables import Fields
@@ -66,6 +66,9 @@ def _entry(t: TableReader) -> ConfigSpec | None:
     t.finish()
     if not name or not SAFE_NAME.fullmatch(name):
         t.problem("name", f"required; letters, digits, '.', '_', '-' only: {name!r}")
+        return None
+    if too_long := name_length_problem("config", name):
+        t.problem("name", too_long)
         return None
     if props is None and t.table.get("properties") == "":
         t.problem("properties", "expected a .properties file, got ''")

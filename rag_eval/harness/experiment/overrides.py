@@ -20,7 +20,14 @@ from typing import Any
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.core.types import SearchMode
-from rag_eval.harness.experiment.checks import SAFE_NAME, Keys, check_experiment, path_problem, raise_problems
+from rag_eval.harness.experiment.checks import (
+    SAFE_NAME,
+    Keys,
+    check_experiment,
+    name_length_problem,
+    path_problem,
+    raise_problems,
+)
 from rag_eval.harness.experiment.model import PROFILES, ConfigSpec, Experiment, slug_name
 from rag_eval.harness.timing import TimingPlan
 
@@ -44,6 +51,8 @@ def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
     name, eq, rest = value.partition("=")
     if not eq or not SAFE_NAME.fullmatch(name) or not rest:
         raise ConfigError([ConfigProblem("--config", f"expected NAME=FILE[.properties][:MODE], got {value!r}")])
+    if too_long := name_length_problem("config", name):
+        raise ConfigError([ConfigProblem("--config", too_long)])
     path, _, mode_raw = rest.partition(":") if not Path(rest).exists() else (rest, "", "")
     if why := path_problem(path):
         raise ConfigError([ConfigProblem("--config", why)])
