@@ -136,3 +136,32 @@ def test_the_longest_config_name_accepted_has_its_trec_runs_written(tmp_path: Pa
     table["configs"][2]["name"] = "e" * 232
     with pytest.raises(ConfigError, match=r"232 bytes .* @ configs\[2\]\.name"):
         experiment_from_table(table, base=SHIPPED / "experiments", source="exp.toml")
+
+
+@pytest.mark.parametrize(
+    ("cutoffs", "reason"),
+    [
+        ("[]", "empty"),
+        ("[0, 5]", "[0] out of range"),
+        ("[-1]", "[-1] out of range"),
+        ("[5, 16385, 1000000000000]", "[16385, 1000000000000] out of range"),
+        ("[5, 3, 5]", "[5] given more than once"),
+        ('[5, "10"]', "expected integers, got [5, '10']"),
+        ("[5, 2.5]", "expected integers, got [5, 2.5]"),
+        ("[true]", "expected integers, got [True]"),
+        (str(list(range(1, 22))), "21 cutoffs"),
+    ],
+)
+def test_cutoffs_a_run_cannot_use_are_blamed_on_metrics_cutoffs(
+    tmp_path: Path, cutoffs: str, reason: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    err = refused(tmp_path, experiment(tmp_path, tables=f"[metrics]\ncutoffs = {cutoffs}"), capsys, monkeypatch)
+    assert reason in err and "1 to 20 distinct integers from 1 to 16,384" in err and "@ metrics.cutoffs" in err
+    assert "gates" not in err
+
+
+def test_cutoffs_within_the_bounds_are_read_in_order(tmp_path: Path) -> None:
+    exp = load_experiment(
+        experiment(tmp_path, tables=f"[metrics]\ncutoffs = [16384, 1, {', '.join(map(str, range(2, 20)))}]")
+    )
+    assert exp.cutoffs == (*range(1, 20), 16384)

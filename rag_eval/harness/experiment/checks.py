@@ -26,6 +26,11 @@ from rag_eval.harness.experiment.model import MAX_NAME, ConfigSpec, Experiment
 from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, uri_problem
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
+MAX_CUTOFFS = 20  # each cutoff is 8 more measure columns (P, R, nDCG, Success at k; chunk and document)
+CUTOFF_RULE = (
+    f"cutoffs are 1 to {MAX_CUTOFFS} distinct integers from 1 to {MAX_TOPK:,} "
+    f"(a rank past Milvus's {MAX_TOPK:,} hits per search is never reached)"
+)
 NAME_MAX = 255  # bytes in one file name (Linux and the BSDs; macOS and Windows allow 255 characters)
 # The longest file name each kind of name becomes ({} the name), and where it is made:
 # - a config's TREC runs, runs/<config>.trec and runs/<config>.docs.trec, are written through a
@@ -46,6 +51,7 @@ FILE_KEYS: Mapping[str, str] = {
     "dataset_path": "dataset.path",
     "min_overlap_chars": "dataset.min_overlap_chars",
     "chunker_spec": "chunker.spec",
+    "cutoffs": "metrics.cutoffs",
     "cache_dir": "embedder.cache_dir",
     "vectors_dir": "embedder.vectors_dir",
     "milvus_uri": "milvus.uri",
@@ -238,6 +244,23 @@ def _cap_problems(configs: Sequence[ConfigSpec], production_cap: int | None) -> 
     return []
 
 
+def _metrics(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    cutoffs = exp.cutoffs
+    outside = sorted({k for k in cutoffs if not 1 <= k <= MAX_TOPK})
+    twice = sorted({k for k in cutoffs if cutoffs.count(k) > 1})
+    if not cutoffs:
+        reason = "empty"
+    elif outside:
+        reason = f"{outside} out of range"
+    elif twice:
+        reason = f"{twice} given more than once"
+    elif len(cutoffs) > MAX_CUTOFFS:
+        reason = f"{len(cutoffs)} cutoffs"
+    else:
+        return
+    yield ConfigProblem(keys.of("cutoffs"), f"{reason}; {CUTOFF_RULE}")
+
+
 def _timing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if exp.warmup < 0:
         yield ConfigProblem(keys.of("warmup"), "must be >= 0")
@@ -270,6 +293,7 @@ _CHECKS: tuple[Check, ...] = (
     _milvus,
     _ingest,
     _configs,
+    _metrics,
     _timing,
     _report,
     _load,

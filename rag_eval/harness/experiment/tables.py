@@ -20,7 +20,7 @@ from typing import Any
 
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
 from rag_eval.embed.embedders import DEFAULT_MODEL
-from rag_eval.harness.experiment.checks import path_problem
+from rag_eval.harness.experiment.checks import CUTOFF_RULE, path_problem
 from rag_eval.harness.experiment.model import DEFAULT_CACHE_DIR, DEFAULT_CUTOFFS, DEFAULT_PROFILE, PROFILES
 from rag_eval.harness.experiment.section import TableReader
 from rag_eval.harness.load_settings import settings_from_table
@@ -118,10 +118,10 @@ def read_ingest(t: TableReader) -> Fields:
 def read_metrics(t: TableReader) -> Fields:
     """``[metrics]`` cutoffs (the k of P@k, R@k, nDCG@k, Success@k)."""
     cutoffs = t.get("cutoffs", list, list(DEFAULT_CUTOFFS))
-    if not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in cutoffs):
-        t.problem("cutoffs", f"expected positive integers, got {cutoffs!r}")
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in cutoffs):
+        t.problem("cutoffs", f"expected integers, got {cutoffs!r}; {CUTOFF_RULE}")
         cutoffs = list(DEFAULT_CUTOFFS)
-    return {"cutoffs": tuple(sorted(set(cutoffs)))}
+    return {"cutoffs": tuple(sorted(cutoffs))}  # duplicates kept, for the check to name
 
 
 def read_timing(t: TableReader) -> Fields:
