@@ -98,6 +98,8 @@ def test_a_nul_byte_in_a_path_given_in_code_is_refused_naming_the_flag() -> None
     # a command line cannot carry a NUL byte; a caller in Python can
     with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --dataset"):
         with_overrides(default_experiment(str(SHIPPED)), dataset=f"{SHIPPED}\0", require_configs=False)
+    with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --dataset"):
+        default_experiment(f"{SHIPPED}\0")
     with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --config"):
         parse_config_flag(f"a={EVIDENCE}\0")
     with pytest.raises(ConfigError, match=r"cannot read: .* holds a NUL byte"):

@@ -31,7 +31,7 @@ CUTOFF_RULE = (
     f"cutoffs are 1 to {MAX_CUTOFFS} distinct integers from 1 to {MAX_TOPK:,} "
     f"(a rank past Milvus's {MAX_TOPK:,} hits per search is never reached)"
 )
-NAME_MAX = 255  # bytes in one file name (Linux and the BSDs; macOS and Windows allow 255 characters)
+NAME_MAX = 255  # bytes in one file name (NAME_MAX of Linux's file systems and of macOS)
 # The longest file name each kind of name becomes ({} the name), and where it is made:
 # - a config's TREC runs, runs/<config>.trec and runs/<config>.docs.trec, are written through a
 #   temporary beside them (RunStore.write_trec_runs: tempfile.mkstemp adds 8 random characters);
@@ -116,8 +116,10 @@ def name_length_problem(kind: str, name: str) -> str | None:
     """Why ``name`` (a ``config`` or an ``experiment`` name) is too long for the file names made of it,
     or None: the longest must fit in :data:`NAME_MAX` bytes, so that a run cannot fail at its end.
 
-    >>> name_length_problem("config", "e" * 231) is None, name_length_problem("config", "e" * 232)[:45]
-    (True, '232 bytes is too long for a config name: it n')
+    >>> name_length_problem("config", "e" * 231) is None
+    True
+    >>> str(name_length_problem("config", "e" * 232)).split(":")[0]
+    '232 bytes is too long for a config name'
     """
     template, shown = LONGEST_FILE_NAME[kind]
     room = NAME_MAX - len(template.format("").encode())

@@ -120,5 +120,7 @@ def with_overrides(
 
 def default_experiment(dataset: str, split: str = "test") -> Experiment:
     """An experiment made from flags only (no file): defaults everywhere."""
+    if why := path_problem(dataset):
+        raise ConfigError([ConfigProblem("--dataset", why)])
     path = Path(dataset).resolve()
     return Experiment(name=slug_name(path.name), source=None, dataset_path=path, split=split)
