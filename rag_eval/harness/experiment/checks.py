@@ -260,7 +260,7 @@ def _metrics(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
         reason = f"{len(cutoffs)} cutoffs"
     else:
         return
-    yield ConfigProblem(keys.of("cutoffs"), f"{reason}; {CUTOFF_RULE}")
+    yield ConfigProblem(keys.of("cutoffs"), f"{reason}: {CUTOFF_RULE}")
 
 
 def _timing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:

@@ -119,7 +119,7 @@ def read_metrics(t: TableReader) -> Fields:
     """``[metrics]`` cutoffs (the k of P@k, R@k, nDCG@k, Success@k)."""
     cutoffs = t.get("cutoffs", list, list(DEFAULT_CUTOFFS))
     if not all(isinstance(c, int) and not isinstance(c, bool) for c in cutoffs):
-        t.problem("cutoffs", f"expected integers, got {cutoffs!r}; {CUTOFF_RULE}")
+        t.problem("cutoffs", f"expected integers, got {cutoffs!r}: {CUTOFF_RULE}")
         cutoffs = list(DEFAULT_CUTOFFS)
     return {"cutoffs": tuple(sorted(cutoffs))}  # duplicates kept, for the check to name
 
