@@ -1,0 +1,67 @@
+"""Reading an experiment file: each table by its reader, then the values checked, all problems at once.
+
+>>> exp = experiment_from_table({"dataset": {"path": "kb"}, "configs": [{"name": "evidence"}]},
+...                             base=Path("/data"), source=None)
+>>> exp.dataset_path, exp.baseline
+(PosixPath('/data/kb'), 'evidence')
+>>> experiment_from_table({"dataset": {"path": "kb"}, "configs": [{"name": "a"}], "colour": {}},
+...                       base=Path("/data"), source="exp.toml")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+rag_eval.core.errors.ConfigError: exp.toml: 1 configuration problem: unknown table (known: ...) @ colour
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.harness.experiment.checks import check_experiment, path_problem, raise_problems
+from rag_eval.harness.experiment.configs_table import read_configs
+from rag_eval.harness.experiment.model import Experiment
+from rag_eval.harness.experiment.section import TableReader
+from rag_eval.harness.experiment.tables import SHAPES, TABLES, Fields
+
+TOP_KEYS = frozenset({*TABLES, "configs"})
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """The experiment of a TOML file (its relative input paths start at the file's directory)."""
+    p = Path(path)
+    if why := path_problem(str(p)):
+        raise ConfigError([ConfigProblem("(file)", f"cannot read: {why}")], path=repr(str(p)))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(p)) from exc
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([ConfigProblem("(file)", f"not valid TOML: {exc}")], path=str(p)) from exc
+    return experiment_from_table(table, base=p.parent, source=str(p))
+
+
+def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str | None) -> Experiment:
+    """The experiment of a parsed TOML document; ``base`` is where its relative paths start."""
+    known = ", ".join(sorted(TOP_KEYS))
+    problems = [ConfigProblem(key, f"unknown table (known: {known})") for key in table if key not in TOP_KEYS]
+    fields: Fields = {"source": source}
+    for name, read in TABLES.items():
+        section = _section(table, name, base, problems)
+        fields |= read(section)
+        section.finish()
+    fields |= read_configs(table.get("configs", []), base=base, problems=problems, baseline=fields.pop("baseline"))
+    exp = Experiment(**fields)
+    raise_problems([*problems, *check_experiment(exp)], source)
+    return exp
+
+
+def _section(table: Mapping[str, Any], name: str, base: Path, problems: list[ConfigProblem]) -> TableReader:
+    value = table.get(name)
+    if isinstance(value, Mapping):
+        return TableReader(value, name, problems, base=base)
+    if value is not None:
+        problems.append(ConfigProblem(name, SHAPES.get(name, "expected a table")))
+    return TableReader({}, name, problems, base=base, present=False)
