@@ -58,7 +58,7 @@ from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.load_settings import LoadSettings, settings_from_table
 from rag_eval.harness.timing import LatencyMode, TimingPlan
 from rag_eval.harness.whatif import WHAT_IFS
-from rag_eval.search.milvus_schema import (
+from rag_eval.search.milvus.schema import (
     INDEX_TYPES,
     MAX_TOPK,
     METRICS,
