@@ -50,7 +50,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
         config = RagConfig.from_toml_text(text, source=str(path))
     else:
         config = RagConfig.from_properties_file(path)
-    from rag_eval.search.milvus_schema import MAX_TOPK
+    from rag_eval.search.milvus.schema import MAX_TOPK
 
     if config.retrieve_k > MAX_TOPK:
         from rag_eval.core.errors import ConfigError, ConfigProblem
@@ -127,7 +127,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         result = jobs.ingest(exp, force=args.force, progress=progress)
     state = "reused" if result.reused else "built"
     print(
-        f"{result.collection} at {exp.as_dict()['milvus']['uri']}: {state} ({result.reason}), "
+        f"{result.collection} at {result.target.redacted_uri}: {state} ({result.reason}), "
         f"{result.rows} rows, {result.embedded} texts embedded, {result.seconds:.1f} s"
     )
     return EXIT_OK
@@ -346,7 +346,6 @@ def _cmd_load(args: argparse.Namespace) -> int:
     from rag_eval import jobs
     from rag_eval.harness.load_settings import LoadSettings, with_flags
     from rag_eval.reports.load import load_rows
-    from rag_eval.search.milvus_schema import redact_uri
 
     exp = _experiment(args)
     settings = with_flags(
@@ -362,7 +361,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
         out = Path("reports") / "load" / f"{exp.name}-{stamp}"
     progress = jobs.Progress(quiet=args.quiet)
     progress.log(
-        f"load: {exp.name} on Milvus {redact_uri(exp.resolved_uri)}, clients {list(settings.concurrency)}, "
+        f"load: {exp.name} on Milvus {exp.target.redacted_uri}, clients {list(settings.concurrency)}, "
         f"{settings.duration_s:g} s per config and level in {settings.rounds} rounds"
         + (f", at most {settings.max_searches} lookups" if settings.max_searches else "")
         + f"; output {out}"

@@ -70,7 +70,6 @@ from rag_eval.reports.junit import render_junit
 from rag_eval.reports.load import render_load_markdown
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.reports.summary import render_summary
-from rag_eval.search.milvus_schema import redact_uri
 
 # -- ingest -----------------------------------------------------------------------------------
 
@@ -219,7 +218,7 @@ def run_experiment(
     gate_set = gates if gates is not None else experiment_gates(exp.gates, source=exp.source)
     gate_set.validate(catalog(exp.cutoffs))
     if exp.load is not None:
-        refuse_lite(exp.resolved_uri)  # before anything is written
+        refuse_lite(exp.target)  # before anything is written
     earlier = RunData.from_dir(against) if against is not None else None
     store = RunStore(out)
     store.check_target()
@@ -372,7 +371,7 @@ def measure_load(
     n_configs = len(settings.configs) or len(exp.configs)
     progress.phase("load", len(settings.concurrency) * settings.rounds * n_configs)
     return load_step(
-        exp, queries=queries, resolver=prep.resolver, collection=ingested.collection, settings=settings, run=run,
+        exp, queries=queries, resolver=prep.resolver, target=ingested.target, settings=settings, run=run,
         tick=lambda n: progress.tick("load", n), log=progress.log,
     )  # fmt: skip
 
@@ -397,7 +396,7 @@ def load(exp: Experiment, out: str | Path, *, settings: LoadSettings, progress: 
     ``out``. When ``out`` is a finished run directory, the measurement belongs to that run: its HTML
     report is rendered again with the curve, and ``rag-eval compare`` applies the load gates."""
     prog = progress or Progress(quiet=True)
-    refuse_lite(exp.resolved_uri)
+    refuse_lite(exp.target)
     store = RunStore(out)
     store.check_target()
     with store.locked():
@@ -518,7 +517,7 @@ def describe(exp: Experiment, out: Path) -> str:
     configs = ", ".join(f"{c.name} ({c.config.pipeline.value})" for c in exp.configs)
     return (
         f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
-        f"embedder {exp.embedder_model}, ingest profile {exp.profile.name}, Milvus {redact_uri(exp.resolved_uri)} "
+        f"embedder {exp.embedder_model}, ingest profile {exp.profile.name}, Milvus {exp.target.redacted_uri} "
         f"(index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline {exp.baseline}, "
         f"queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
     )

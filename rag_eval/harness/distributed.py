@@ -40,7 +40,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ from rag_eval.embed.store import write_atomic as atomic_write_parquet
 from rag_eval.harness.experiment import ConfigSpec
 from rag_eval.harness.replay import BatchTiming, Replayer, long_lived_frozen
 from rag_eval.harness.rows import Truth, rows_to_table
-from rag_eval.search.milvus import IndexSpec, MilvusSearch, is_server_uri
+from rag_eval.search.milvus import MilvusSearch, SearchTarget
 
 MAX_WORKERS = 256  # local worker processes; a larger cluster is a scheduler's (--scheduler)
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler, and for a scheduler's first worker
@@ -133,11 +133,7 @@ class WorkerJob:
     """What every task of one replay shares (sent to each worker once)."""
 
     token: str  # this replay: a worker's Milvus clients and Lite copies are kept under it
-    uri: str
-    collection: str
-    index: IndexSpec
-    token_env: str
-    timeout: float
+    target: SearchTarget  # where the replay searches, its collection named
     configs: tuple[ConfigSpec, ...]
     truth: Truth
     warmup: int
@@ -317,14 +313,12 @@ class _WorkerPort:
     def __init__(self, job: WorkerJob) -> None:
         self.vectors: dict[str, np.ndarray] = {}
         self.copy_dir: str | None = None
-        uri = job.uri
-        if not is_server_uri(uri):
+        target = job.target
+        if not target.is_server:
             self.copy_dir = tempfile.mkdtemp(prefix="rag-eval-lite-")
-            uri = _copy_lite(uri, Path(self.copy_dir))
+            target = replace(target, uri=_copy_lite(target.uri, Path(self.copy_dir)))
         try:
-            self.search = MilvusSearch(
-                uri, job.collection, self._encode, index=job.index, token_env=job.token_env, timeout=job.timeout
-            )
+            self.search = MilvusSearch(target, self._encode)
         except BaseException:
             self._remove_copy()
             raise

@@ -28,7 +28,7 @@ from rag_eval.datasets.chunking import Chunk
 from rag_eval.datasets.labels import ChunkedCorpus
 from rag_eval.embed.embedders import VectorResolver
 from rag_eval.harness.experiment import Experiment, IngestProfile
-from rag_eval.search.milvus import ChunkRow, MilvusStore
+from rag_eval.search.milvus import ChunkRow, MilvusStore, SearchTarget
 
 MANIFEST_VERSION = 2
 
@@ -130,14 +130,20 @@ def collection_name(exp: Experiment, manifest: dict[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IngestResult:
-    uri: str
-    collection: str
+    """What the ingest leaves: where the later steps search (the target, its collection named), and how."""
+
+    target: SearchTarget  # the experiment's target with the collection the ingest filled
     manifest: dict[str, Any]
     reused: bool
     rows: int
     embedded: int  # texts that had to be embedded (0 when vectors were stored)
     seconds: float
     reason: str  # why it was (re)built or reused
+
+    @property
+    def collection(self) -> str:
+        assert self.target.collection is not None  # the ingest always names it
+        return self.target.collection
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -207,15 +213,14 @@ def ensure_collection(
         dim=resolver.dim,
         vector_files=[(f.path.name, f.checksum) for f in resolver.precomputed],
     )
-    name = collection_name(exp, manifest)
-    with MilvusStore(exp.resolved_uri, name, token_env=exp.token_env, timeout=exp.timeout) as store:
+    target = exp.target.named(collection_name(exp, manifest))
+    with MilvusStore(target) as store:
         reason = "forced rebuild" if force else "new collection"
         if store.exists() and not force:
             stored = store.read_manifest()
             if stored == manifest and store.count() == len(rows):
                 return IngestResult(
-                    uri=exp.resolved_uri,
-                    collection=name,
+                    target=target,
                     manifest=manifest,
                     reused=True,
                     rows=len(rows),
@@ -235,8 +240,7 @@ def ensure_collection(
                 store.drop()
             raise
         return IngestResult(
-            uri=exp.resolved_uri,
-            collection=name,
+            target=target,
             manifest=manifest,
             reused=False,
             rows=len(rows),

@@ -56,8 +56,7 @@ from rag_eval.harness.experiment import ConfigSpec, Experiment
 from rag_eval.harness.load_file import SCHEMA_VERSION
 from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.harness.load_worker import WindowResult, WorkerSetup, init_worker, ready, run_window
-from rag_eval.search.milvus import MilvusStore
-from rag_eval.search.milvus_schema import is_server_uri, redact_uri
+from rag_eval.search.milvus import MilvusStore, SearchTarget
 
 STAGES = ("search", "e2e")
 PERCENTILES = (50, 95, 99)
@@ -80,9 +79,10 @@ REQUEST_SCHEMA = pa.schema(
 )
 
 
-def refuse_lite(uri: str) -> None:
+def refuse_lite(target: SearchTarget) -> None:
     """Load is measured against a Milvus server only (see the module docstring)."""
-    if not is_server_uri(uri):
+    if not target.is_server:
+        uri = target.redacted_uri  # a Lite path, as given
         raise UnsupportedFeatureError(
             f"load needs a Milvus server (http://host:port), not Milvus Lite ({uri}): Lite runs inside one "
             "process and a second process cannot open its file, so there is no concurrent load to measure; "
@@ -138,7 +138,7 @@ def measure(
     (load average, and the CPU busy share over the second before it starts). Raises the project's
     errors (a worker's input or infrastructure failure keeps its exit code; a client process that
     died is exit 3)."""
-    refuse_lite(setup.uri)
+    refuse_lite(setup.target)
     step = tick or (lambda n: None)
     say = log or (lambda text: None)
     method = start_method()
@@ -203,7 +203,7 @@ def _busy_over(seconds: float) -> float | None:
 
 def _collect(setup: WorkerSetup, futures: Sequence[Future[WindowResult]]) -> tuple[WindowResult, ...]:
     """Every process's result, or the first real failure as the project's own error."""
-    shown = redact_uri(setup.uri)
+    shown = setup.target.redacted_uri
     try:
         parts = tuple(f.result() for f in futures)
     except BrokenProcessPool as exc:
@@ -365,31 +365,31 @@ def load_step(
     *,
     queries: Sequence[str],
     resolver: VectorResolver,
-    collection: str,
+    target: SearchTarget,
     settings: LoadSettings,
     run: Mapping[str, Any] | None = None,
     tick: Tick | None = None,
     log: Callable[[str], None] | None = None,
 ) -> LoadResult:
-    """Measure ``exp``'s configs under load on its collection and return what ``load.json`` says.
+    """Measure ``exp``'s configs under load on ``target`` (its collection named, the ingest's) and return
+    what ``load.json`` says.
 
     ``queries`` are the raw query texts (the data set's, ``query_limit`` applied); their vectors come
     from ``resolver`` as the replay's do. ``run`` names the run the measurement belongs to
     (``{"started", "fingerprint"}`` of its manifest), None for a measurement on its own.
     """
-    uri = exp.resolved_uri
-    refuse_lite(uri)
+    refuse_lite(target)
     if not queries:
         raise ConfigError([ConfigProblem("queries", "no queries to replay under load")], path=exp.source)
     transformer = KnowledgeQueryTransformer()
     normalized = [transformer.transform(q).normalized_query for q in queries]
     vectors = np.asarray(resolver.resolve(normalized), dtype=np.float32)
     specs = chosen_configs(exp, settings)
-    with MilvusStore(uri, collection, token_env=exp.token_env, timeout=exp.timeout) as store:
+    with MilvusStore(target) as store:
         backend = store.backend()
     setup = WorkerSetup(
-        uri=uri, collection=collection, token_env=exp.token_env, timeout=exp.timeout, index=exp.index,
-        configs=specs, queries=tuple(queries), normalized=tuple(normalized), vectors=vectors, warmup=settings.warmup,
+        target=target, configs=specs, queries=tuple(queries), normalized=tuple(normalized), vectors=vectors,
+        warmup=settings.warmup,
     )  # fmt: skip
     clock = provenance.Clock.start()
     start_load = loadavg()
@@ -399,8 +399,8 @@ def load_step(
         "source": exp.source,
         "run": dict(run) if run is not None else {"started": None, "fingerprint": None},
         "milvus": {
-            "uri": redact_uri(uri),
-            "collection": collection,
+            "uri": target.redacted_uri,
+            "collection": target.collection,
             "backend": backend.kind,
             "server_version": backend.server_version,
             "pymilvus": backend.pymilvus_version,

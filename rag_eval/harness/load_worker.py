@@ -29,20 +29,16 @@ from rag_eval.core.errors import InfrastructureError, InputError
 from rag_eval.core.lookup import LookupKnowledge, Pipeline
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.harness.experiment import ConfigSpec
-from rag_eval.search.milvus_schema import IndexSpec
+from rag_eval.search.milvus.schema import SearchTarget
 
 BARRIER_TIMEOUT_S = 120.0  # a process that never arrives (it died) breaks the window instead of hanging it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerSetup:
-    """What every client process needs: where Milvus is, the configs and the queries with their vectors."""
+    """What every client process needs: where to search, the configs and the queries with their vectors."""
 
-    uri: str
-    collection: str
-    token_env: str
-    timeout: float
-    index: IndexSpec
+    target: SearchTarget  # a server's, its collection named
     configs: tuple[ConfigSpec, ...]
     queries: tuple[str, ...]  # raw query texts, replayed in order from a per-process offset
     normalized: tuple[str, ...]  # what the encoder is asked for (the transformer's normalised query)
@@ -96,9 +92,7 @@ def _open() -> dict[str, LookupKnowledge]:
         def encoder(texts: Sequence[str]) -> list[list[float]]:
             return [vector_of[t] for t in texts]
 
-        _port = MilvusSearch(
-            setup.uri, setup.collection, encoder, index=setup.index, token_env=setup.token_env, timeout=setup.timeout
-        )
+        _port = MilvusSearch(setup.target, encoder)
         transformer = KnowledgeQueryTransformer()
         for spec in setup.configs:
             tool = LookupKnowledge(_port, spec.config, transformer=transformer, mode=spec.mode)

@@ -30,7 +30,7 @@ from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult
-from rag_eval.search.milvus_schema import BackendInfo
+from rag_eval.search.milvus.schema import BackendInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ def manifest(
             "label_level": labels.level,
         },
         "milvus": {
-            "uri": exp.as_dict()["milvus"]["uri"],
+            "uri": ingest.target.redacted_uri,
             "collection": ingest.collection,
             "backend": backend.kind,
             "server_version": backend.server_version,

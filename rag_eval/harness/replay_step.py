@@ -28,8 +28,7 @@ from rag_eval.harness.replay import BatchTiming, Replayer, batches
 from rag_eval.harness.rows import Truth
 from rag_eval.harness.steps import Prepared, Progress
 from rag_eval.harness.store import RunStore
-from rag_eval.search.milvus import MilvusSearch, MilvusStore
-from rag_eval.search.milvus_schema import BackendInfo
+from rag_eval.search.milvus import BackendInfo, MilvusSearch, MilvusStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +52,7 @@ def preflight(exp: Experiment, port: MilvusSearch) -> None:
     if not modes & {SearchMode.GROUPED, SearchMode.HYBRID}:
         return
     features = port.features()
-    uri = exp.as_dict()["milvus"]["uri"]
+    uri = port.target.redacted_uri
     for spec in exp.configs:
         if spec.mode is SearchMode.GROUPED and not features.grouping:
             raise UnsupportedFeatureError(
@@ -122,7 +121,7 @@ def replay(
         relevance=prep.labels.relevance,
         doc_relevance=prep.dataset.relevant_docs(),
     )
-    with MilvusStore(exp.resolved_uri, ingested.collection, token_env=exp.token_env, timeout=exp.timeout) as ms:
+    with MilvusStore(ingested.target) as ms:
         backend = ms.backend()
     with ExitStack() as cluster_client:
         # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing
@@ -149,9 +148,7 @@ def _replay(
     truth: Truth,
     backend: BackendInfo,
 ) -> Replayed:
-    with MilvusSearch(
-        exp.resolved_uri, ingested.collection, encoder, index=exp.index, token_env=exp.token_env, timeout=exp.timeout
-    ) as port:
+    with MilvusSearch(ingested.target, encoder) as port:
         preflight(exp, port)  # refuse unsupported modes before anything is written
         done = store.begin(run_identity(exp, prep), resume=resume)
         all_batches = batches(len(queries), exp.batch_size)
@@ -180,11 +177,7 @@ def _replay(
     if cluster is not None:  # this process's client is closed: a Lite file is free to be copied
         job = WorkerJob(
             token=uuid.uuid4().hex,
-            uri=exp.resolved_uri,
-            collection=ingested.collection,
-            index=exp.index,
-            token_env=exp.token_env,
-            timeout=exp.timeout,
+            target=ingested.target,
             configs=tuple(exp.configs),
             truth=truth,
             warmup=exp.warmup,

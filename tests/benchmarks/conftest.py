@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore
+from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore, SearchTarget
 
 SERVER_ENV = "RAG_EVAL_MILVUS_SERVER_URI"
 DIM = 384
@@ -111,12 +111,12 @@ class Collection:
         return lambda texts: [vectors[int(t.removeprefix("q"))] for t in texts]
 
     def port(self) -> MilvusSearch:
-        return MilvusSearch(self.uri, self.name, self.encoder(), index=IndexSpec())
+        return MilvusSearch(SearchTarget(uri=self.uri, collection=self.name), self.encoder())
 
 
 def _build(uri: str, name: str, n: int) -> Collection:
     rows, queries = chunk_rows(n)
-    with MilvusStore(uri, name, call_timeout=600) as store:
+    with MilvusStore(SearchTarget(uri=uri, collection=name), call_timeout=600) as store:
         store.create(dim=DIM, index=IndexSpec(), manifest={"benchmark": True, "rows": n})
         store.insert(rows)
         store.finalize()
@@ -137,7 +137,7 @@ def server_collection(rows_in_collection: int) -> Iterator[Collection]:
     try:
         yield _build(uri, name, rows_in_collection)
     finally:
-        with MilvusStore(uri, name) as store:
+        with MilvusStore(SearchTarget(uri=uri, collection=name)) as store:
             store.drop()
 
 

@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = _steps(exp, prep, ingested, work, args.steps) if args.steps else None
     finally:
         if is_server_uri(args.uri):
-            with MilvusStore(args.uri, ingested.collection) as ms:
+            with MilvusStore(ingested.target) as ms:
                 ms.drop()
     median = {name: statistics.median(values) for name, values in seconds.items()}
     one = median.get("dask-1")

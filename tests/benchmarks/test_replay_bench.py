@@ -25,7 +25,7 @@ from rag_eval.harness.replay import Replayer, batches, long_lived_frozen
 from rag_eval.harness.rows import Truth
 from rag_eval.harness.store import RunStore
 from rag_eval.harness.timing import LatencyMode, TimingPlan
-from rag_eval.search.milvus import OUTPUT_FIELDS, VECTOR_FIELD, MilvusSearch, MilvusStore
+from rag_eval.search.milvus import OUTPUT_FIELDS, VECTOR_FIELD, MilvusSearch, MilvusStore, SearchTarget
 from tests.benchmarks.conftest import SERVER_ENV, Results
 from tests.conftest import SHIPPED
 
@@ -40,9 +40,7 @@ class Setup:
     backend: str
 
     def port(self) -> MilvusSearch:
-        return MilvusSearch(
-            self.exp.resolved_uri, self.collection, lambda texts: [self.vectors[t] for t in texts], index=self.exp.index
-        )
+        return MilvusSearch(self.exp.target.named(self.collection), lambda texts: [self.vectors[t] for t in texts])
 
 
 def _setup(uri: str, tmp: Path, collection: str | None) -> Setup:
@@ -79,7 +77,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     try:
         yield _setup(uri, tmp_path_factory.mktemp("bench-replay-server"), name)
     finally:
-        with MilvusStore(uri, name) as store:
+        with MilvusStore(SearchTarget(uri=uri, collection=name)) as store:
             store.drop()
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from rag_eval.search.milvus import MilvusStore, is_server_uri
 from tests.integration import milvus_server
+from tests.milvus_target import target
 
 SERVER_ENV = "RAG_EVAL_MILVUS_SERVER_URI"
 
@@ -73,5 +74,5 @@ def drop_after() -> Iterator[Callable[[str, str], None]]:
     yield lambda uri, name: created.append((uri, name))
     for uri, name in created:
         if is_server_uri(uri):
-            with MilvusStore(uri, name) as store:
+            with MilvusStore(target(uri, name)) as store:
                 store.drop()

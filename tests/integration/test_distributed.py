@@ -24,7 +24,7 @@ from rag_eval.core.errors import ClusterError, RunStoreError, SearchUnavailableE
 from rag_eval.harness.distributed import BatchTask, Cluster, WorkerJob, connect, replay_batches
 from rag_eval.harness.experiment import load_experiment, with_overrides
 from rag_eval.harness.rows import Truth
-from rag_eval.search.milvus import IndexSpec
+from rag_eval.search.milvus import IndexSpec, SearchTarget
 from tests.conftest import ROOT, SHIPPED
 from tests.integration.test_run_guarantees import _interrupted_run
 
@@ -126,8 +126,9 @@ def test_batches_the_workers_wrote_out_of_reach_are_an_error_not_a_smaller_run(
 def test_a_worker_that_cannot_reach_milvus_is_an_infrastructure_error(tmp_path: Path) -> None:
     exp = load_experiment(DEFAULT)
     job = WorkerJob(
-        token="t", uri="http://127.0.0.1:9", collection="nowhere", index=IndexSpec.flat(), token_env="NO_TOKEN",
-        timeout=1.0, configs=tuple(exp.configs), truth=Truth(rows={}, relevance={}, doc_relevance={}), warmup=0,
+        token="t", target=SearchTarget(uri="http://127.0.0.1:9", collection="nowhere", index=IndexSpec.flat(),
+                                       token_env="NO_TOKEN", timeout=1.0),
+        configs=tuple(exp.configs), truth=Truth(rows={}, relevance={}, doc_relevance={}), warmup=0,
         prime=True, parts_url=str(tmp_path),
     )  # fmt: skip
     task = BatchTask(number=0, batch=[(0, "q0", "replica lag")], texts=["replica lag"],

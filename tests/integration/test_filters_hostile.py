@@ -14,6 +14,7 @@ import pytest
 from rag_eval.core.errors import FilterError
 from rag_eval.core.types import KnowledgeSearchRequest
 from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore, milvus_string_literal
+from tests.milvus_target import target
 
 HOSTILE = [
     'x" or id > 0 or "',
@@ -62,7 +63,7 @@ def port(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     name = f"hostile_{uuid.uuid4().hex[:12]}"
     rows = [ChunkRow(vector_id=i, doc_id=f"d{i}", chunk_index=0, content=f"row {i}", title="", source="",
                      category=cat, start=0, end=1, vector=[1.0, 0.01 * i, 0.5, 0.25]) for i, cat in enumerate(STORED)]
-    with MilvusStore(uri, name) as store:
+    with MilvusStore(target(uri, name)) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
         store.insert(rows)
         store.finalize()
@@ -70,10 +71,10 @@ def port(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     def encoder(texts: list[str]) -> list[list[float]]:
         return [[1.0, 0.0, 0.5, 0.25] for _ in texts]
 
-    with MilvusSearch(uri, name, encoder, index=IndexSpec.flat()) as searching:
+    with MilvusSearch(target(uri, name, index=IndexSpec.flat()), encoder) as searching:
         yield searching
     if request.param == "server":
-        with MilvusStore(uri, name) as store:
+        with MilvusStore(target(uri, name)) as store:
             store.drop()
 
 

@@ -21,6 +21,7 @@ from rag_eval.harness.rows import LATENCY_COLUMNS
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore
 from tests.conftest import SHIPPED
+from tests.milvus_target import target
 
 DIM = 4
 TIED = (0.5, 0.5, 0.5, 0.5)
@@ -79,19 +80,19 @@ def port(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         else str(request.getfixturevalue("server_uri"))
     )
     name = f"order_{random.Random().getrandbits(32):08x}"
-    with MilvusStore(uri, name) as store:
+    with MilvusStore(target(uri, name)) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={"fixture": "order"})
         rows = _rows()
         store.insert(rows[:6], batch_size=3)  # more than one insert: more than one segment on a server
         store.insert(rows[6:], batch_size=3)
         store.finalize()
-    search = MilvusSearch(uri, name, lambda texts: [encoder[t] for t in texts], index=IndexSpec.flat())
+    search = MilvusSearch(target(uri, name, index=IndexSpec.flat()), lambda texts: [encoder[t] for t in texts])
     try:
         yield search
     finally:
         search.close()
         if request.param == "server":
-            with MilvusStore(uri, name) as store:
+            with MilvusStore(target(uri, name)) as store:
                 store.drop()
 
 

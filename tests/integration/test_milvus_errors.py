@@ -6,8 +6,10 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,10 +19,13 @@ from rag_eval.core.errors import (
     ConfigError,
     DimensionMismatchError,
     FilterError,
+    SearchRequestError,
     SearchUnavailableError,
+    UnsupportedFeatureError,
 )
 from rag_eval.core.types import KnowledgeSearchRequest
-from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore
+from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore, errors
+from tests.milvus_target import target
 
 DIM = 4
 DropAfter = Callable[[str, str], None]
@@ -33,7 +38,7 @@ def _encoder(texts: list[str]) -> list[list[float]]:
 def _fill(uri: str, name: str, *, finalize: bool = True, index: IndexSpec | None = None) -> None:
     rows = [ChunkRow(vector_id=i, doc_id=f"d{i}", chunk_index=0, content="c", title="t", source="s", category="k",
                      start=0, end=1, vector=[1.0, float(i), 0.0, 1.0]) for i in range(5)]
-    with MilvusStore(uri, name) as store:
+    with MilvusStore(target(uri, name)) as store:
         store.create(dim=DIM, index=index or IndexSpec.flat(), manifest={})
         store.insert(rows)
         if finalize:
@@ -60,7 +65,7 @@ def test_stopped_server_is_reported_at_once(closed_port: int, capfd: pytest.Capt
     uri = f"http://127.0.0.1:{closed_port}"
     t0 = time.monotonic()
     with pytest.raises(SearchUnavailableError) as info:
-        MilvusStore(uri, "anything")
+        MilvusStore(target(uri, "anything"))
     elapsed = time.monotonic() - t0
     assert elapsed < 10.0
     message = str(info.value)
@@ -74,18 +79,18 @@ def test_server_that_never_answers_times_out_within_ten_seconds(silent_port: int
     uri = f"http://127.0.0.1:{silent_port}"
     t0 = time.monotonic()
     with pytest.raises(SearchUnavailableError, match="did not answer"):
-        MilvusSearch(uri, "anything", _encoder)
+        MilvusSearch(target(uri, "anything"), _encoder)
     assert time.monotonic() - t0 < 10.0
 
 
 def test_connect_timeout_and_retries_are_configurable(silent_port: int, closed_port: int) -> None:
     t0 = time.monotonic()
     with pytest.raises(SearchUnavailableError, match="within 1 s"):
-        MilvusStore(f"http://127.0.0.1:{silent_port}", "x", timeout=1.0)
+        MilvusStore(target(f"http://127.0.0.1:{silent_port}", "x", timeout=1.0))
     assert time.monotonic() - t0 < 3.0
     t0 = time.monotonic()
     with pytest.raises(SearchUnavailableError):
-        MilvusStore(f"http://127.0.0.1:{closed_port}", "x", retries=0)
+        MilvusStore(target(f"http://127.0.0.1:{closed_port}", "x"), retries=0)
     assert time.monotonic() - t0 < 1.0
 
 
@@ -93,7 +98,7 @@ def test_token_and_credentials_never_appear_in_errors(closed_port: int, monkeypa
                                                       caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("RAG_EVAL_TEST_TOKEN", "tok-very-secret-42")
     with pytest.raises(SearchUnavailableError) as info:
-        MilvusStore(f"http://admin:pw-secret@127.0.0.1:{closed_port}", "x", token_env="RAG_EVAL_TEST_TOKEN")
+        MilvusStore(target(f"http://admin:pw-secret@127.0.0.1:{closed_port}", "x", token_env="RAG_EVAL_TEST_TOKEN"))
     shown = f"{info.value} {info.value!r} {info.value.uri} {caplog.text}"
     assert "tok-very-secret-42" not in shown and "pw-secret" not in shown
     assert f"http://127.0.0.1:{closed_port}" in str(info.value)
@@ -101,10 +106,10 @@ def test_token_and_credentials_never_appear_in_errors(closed_port: int, monkeypa
 
 def test_missing_collection(milvus_uri: str, collection_name: str) -> None:
     with pytest.raises(CollectionNotFoundError) as info:
-        MilvusSearch(milvus_uri, collection_name, _encoder)
+        MilvusSearch(target(milvus_uri, collection_name), _encoder)
     assert info.value.collection == collection_name and collection_name in str(info.value)
     assert info.value.exit_code == 3
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         assert not store.exists() and store.read_manifest() is None
 
 
@@ -113,7 +118,7 @@ def test_collection_without_index_is_not_searchable(milvus_uri: str, collection_
     drop_after(milvus_uri, collection_name)
     _fill(milvus_uri, collection_name, finalize=False)
     with pytest.raises(CollectionNotLoadedError, match="finalize"):
-        MilvusSearch(milvus_uri, collection_name, _encoder)
+        MilvusSearch(target(milvus_uri, collection_name), _encoder)
 
 
 def test_unloaded_collection(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
@@ -122,15 +127,15 @@ def test_unloaded_collection(milvus_uri: str, collection_name: str, drop_after: 
     drop_after(milvus_uri, collection_name)
     _fill(milvus_uri, collection_name)
     request = KnowledgeSearchRequest(query="q", top_k=2)
-    with MilvusSearch(milvus_uri, collection_name, _encoder, index=IndexSpec.flat()) as port:
+    with MilvusSearch(target(milvus_uri, collection_name, index=IndexSpec.flat()), _encoder) as port:
         raw = MilvusClient(milvus_uri)
         raw.release_collection(collection_name)
         with pytest.raises(CollectionNotLoadedError) as info:
             port.search(request)  # released under a running adapter
         assert info.value.collection == collection_name
         with pytest.raises(CollectionNotLoadedError, match="not loaded"):
-            MilvusSearch(milvus_uri, collection_name, _encoder, load=False)
-        with MilvusSearch(milvus_uri, collection_name, _encoder) as loading:  # load=True loads it again
+            MilvusSearch(target(milvus_uri, collection_name), _encoder, load=False)
+        with MilvusSearch(target(milvus_uri, collection_name), _encoder) as loading:  # load=True loads it again
             assert len(loading.search(request)) == 2
         raw.close()
 
@@ -139,8 +144,8 @@ def test_index_spec_must_match_the_collection(milvus_uri: str, collection_name: 
     drop_after(milvus_uri, collection_name)
     _fill(milvus_uri, collection_name, index=IndexSpec.flat("L2"))
     with pytest.raises(ConfigError, match=r"index\.metric"):
-        MilvusSearch(milvus_uri, collection_name, _encoder, index=IndexSpec.flat("COSINE"))
-    with MilvusSearch(milvus_uri, collection_name, _encoder) as port:  # no spec: the one stored at create()
+        MilvusSearch(target(milvus_uri, collection_name, index=IndexSpec.flat("COSINE")), _encoder)
+    with MilvusSearch(target(milvus_uri, collection_name), _encoder) as port:  # no spec: the one stored at create()
         hits = port.search(KnowledgeSearchRequest(query="q", top_k=5))
         assert [h.score for h in hits] == sorted(h.score for h in hits)[::-1]
         assert all(h.score <= 0 for h in hits)  # L2: negated distance, higher is better
@@ -149,7 +154,7 @@ def test_index_spec_must_match_the_collection(milvus_uri: str, collection_name: 
 def test_milvus_refusals_are_mapped(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
     drop_after(milvus_uri, collection_name)
     _fill(milvus_uri, collection_name)
-    with MilvusSearch(milvus_uri, collection_name, _encoder, index=IndexSpec.flat()) as port:
+    with MilvusSearch(target(milvus_uri, collection_name, index=IndexSpec.flat()), _encoder) as port:
         conn = port._conn  # the boundary itself, fed with requests Milvus refuses
         with pytest.raises(FilterError):
             conn.call("search", conn.client.search, collection_name, data=[[1.0] * DIM], limit=1,
@@ -159,7 +164,7 @@ def test_milvus_refusals_are_mapped(milvus_uri: str, collection_name: str, drop_
                       [{"vector_id": 99, "doc_id": "", "chunk_index": -1, "content": "", "title": "", "source": "",
                         "category": "", "char_start": -1, "char_end": -1, "vector": [1.0, 2.0]}],
                       collection=collection_name, retry=False)
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         bad = ChunkRow(vector_id=1, doc_id=None, chunk_index=None, content="", title="", source="", category="",
                        start=None, end=None, vector=[1.0, 2.0])
         with pytest.raises(DimensionMismatchError, match="2-d vector"):
@@ -170,13 +175,13 @@ def test_milvus_refusals_are_mapped(milvus_uri: str, collection_name: str, drop_
 def test_lite_file_held_by_another_process(tmp_path: Path) -> None:
     uri = str(tmp_path / "held.db")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from rag_eval.search.milvus import MilvusStore; "
-         f"s = MilvusStore({uri!r}, 'x'); print('ready', flush=True); time.sleep(60)"],
+        [sys.executable, "-c", "import sys, time; from rag_eval.search.milvus import MilvusStore, SearchTarget; "
+         f"s = MilvusStore(SearchTarget(uri={uri!r}, collection='x')); print('ready', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         with pytest.raises(SearchUnavailableError, match="one process at a time"):
-            MilvusStore(uri, "x")
+            MilvusStore(target(uri, "x"))
     finally:
         holder.kill()
         holder.wait()
@@ -188,9 +193,9 @@ def test_unexplained_failures_of_a_live_server_are_infrastructure(tmp_path: Path
     available") is exit 3, never exit 2; an error that says the request is wrong stays exit 2."""
     from pymilvus import MilvusException
 
-    from rag_eval.core.errors import SearchBackendError, SearchRequestError
+    from rag_eval.core.errors import SearchBackendError
 
-    with MilvusStore(str(tmp_path / "m.db"), "x") as store:
+    with MilvusStore(target(str(tmp_path / "m.db"), "x")) as store:
         conn = store._conn
         frozen = conn.translate(MilvusException(code=65535, message="channel not available"), "search")
         assert isinstance(frozen, SearchBackendError) and frozen.exit_code == 3
@@ -205,7 +210,7 @@ def test_a_configured_timeout_bounds_the_wait(silent_port: int) -> None:
     for timeout in (1.0, 2.5):
         t0 = time.monotonic()
         with pytest.raises(SearchUnavailableError, match=f"within {timeout:g} s"):
-            MilvusStore(f"http://127.0.0.1:{silent_port}", "x", timeout=timeout)
+            MilvusStore(target(f"http://127.0.0.1:{silent_port}", "x", timeout=timeout))
         assert time.monotonic() - t0 < timeout + 0.5
 
 
@@ -219,10 +224,88 @@ def test_grpc_keepalive_is_quiet(server_uri: str, collection_name: str) -> None:
 
     other = MilvusClient(uri=server_uri, timeout=10)
     other.list_collections(timeout=10)
-    with MilvusStore(server_uri, collection_name) as store:
+    with MilvusStore(target(server_uri, collection_name)) as store:
         handler = store._conn.client._get_connection()
         options = dict(handler._grpc_options)
     assert options["grpc.keepalive_permit_without_calls"] is False
     assert options["grpc.keepalive_time_ms"] >= 60_000
     assert options["grpc.http2.bdp_probe"] == 0
     other.close()
+
+
+# -- the error table against the 2.3 server's own errors (Lite's: tests/unit/test_milvus_error_table.py) ------------
+
+_ROW = {"vector_id": 99, "doc_id": "", "chunk_index": -1, "content": "", "title": "", "source": "", "category": "",
+        "char_start": -1, "char_end": -1}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server_collections(server_uri: str) -> Iterator[tuple[Any, str, str]]:
+    """A raw client on the server, a filled and loaded collection, and one with rows but no index."""
+    from pymilvus import MilvusClient
+
+    ready, bare = f"t_table_{uuid.uuid4().hex[:8]}", f"t_table_bare_{uuid.uuid4().hex[:8]}"
+    _fill(server_uri, ready)
+    _fill(server_uri, bare, finalize=False)
+    client = MilvusClient(uri=server_uri, timeout=10)
+    try:
+        yield client, ready, bare
+    finally:
+        client.close()
+        for name in (ready, bare):
+            with MilvusStore(target(server_uri, name)) as store:
+                store.drop()
+
+
+def _hybrid(client: Any, name: str) -> object:
+    from pymilvus import AnnSearchRequest, RRFRanker
+
+    request = AnnSearchRequest(data=[[1.0] * DIM], anns_field="vector", param={"metric_type": "COSINE"}, limit=1)
+    return client.hybrid_search(name, [request], RRFRanker(60), limit=1)
+
+
+def _over_64_mb(client: Any, name: str) -> object:
+    vector = [0.5] * 384  # one list shared by every row: the message is large, the process is not
+    return client.insert(name, [{**_ROW, "vector_id": i, "vector": vector} for i in range(50_000)])
+
+
+Call = Callable[[Any, str], object]
+SERVER: list[tuple[str, str, Call, errors.Row, type[Exception]]] = [
+    ("load without an index", "bare", lambda c, n: c.load_collection(n), errors.NO_INDEX, CollectionNotLoadedError),
+    ("search before loading", "bare", lambda c, n: c.search(n, data=[[1.0] * DIM], limit=1), errors.NOT_LOADED,
+     CollectionNotLoadedError),
+    ("missing collection", "ready", lambda c, n: c.describe_collection(f"nope_{n}"), errors.NOT_FOUND,
+     CollectionNotFoundError),
+    ("bad filter syntax", "ready", lambda c, n: c.search(n, data=[[1.0] * DIM], limit=1, filter="category === 'x'"),
+     errors.BAD_FILTER, FilterError),
+    ("filter templating", "ready",
+     lambda c, n: c.query(n, filter="category == {c}", filter_params={"c": "x"}, limit=1), errors.BAD_FILTER,
+     FilterError),
+    ("insert of another dimension", "ready", lambda c, n: c.insert(n, [{**_ROW, "vector": [1.0, 2.0]}]),
+     errors.WRONG_DIMENSION, DimensionMismatchError),
+    ("search with another dimension", "ready", lambda c, n: c.search(n, data=[[1.0] * (DIM - 1)], limit=1),
+     errors.WRONG_DIMENSION, DimensionMismatchError),
+    ("limit over the cap", "ready", lambda c, n: c.search(n, data=[[1.0] * DIM], limit=100_000), errors.REFUSED,
+     SearchRequestError),
+    ("another metric", "ready",
+     lambda c, n: c.search(n, data=[[1.0] * DIM], limit=1, search_params={"metric_type": "L2"}), errors.REFUSED,
+     SearchRequestError),
+    ("search out of time", "ready", lambda c, n: c.search(n, data=[[1.0] * DIM], limit=1, timeout=1e-6),
+     errors.UNAVAILABLE, SearchUnavailableError),
+    ("hybrid search", "ready", _hybrid, errors.UNIMPLEMENTED, UnsupportedFeatureError),
+    ("insert over the 64 MB message cap", "ready", _over_64_mb, errors.GRPC_OTHER, SearchUnavailableError),
+]  # fmt: skip
+
+
+@pytest.mark.milvus_server
+@pytest.mark.parametrize(("case", "which", "call", "row", "error"), SERVER, ids=[c[0] for c in SERVER])
+def test_server_errors_fall_under_their_rows(
+    server_collections: tuple[Any, str, str], case: str, which: str, call: Call, row: errors.Row,
+    error: type[Exception],
+) -> None:
+    client, ready, bare = server_collections
+    with pytest.raises(Exception) as raised:
+        call(client, ready if which == "ready" else bare)
+    assert errors.row_for(raised.value) is row
+    translated = errors.translate(raised.value, case, uri="http://127.0.0.1", collection=ready)
+    assert type(translated) is error

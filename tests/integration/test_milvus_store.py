@@ -11,6 +11,7 @@ import pytest
 from rag_eval.core.errors import SearchRequestError, UnsupportedFeatureError
 from rag_eval.core.types import KnowledgeSearchRequest, SearchMode
 from rag_eval.search.milvus import MAX_NQ, MAX_TOPK, ChunkRow, IndexSpec, MilvusSearch, MilvusStore
+from tests.milvus_target import target
 
 DIM = 16
 DropAfter = Callable[[str, str], None]
@@ -39,7 +40,7 @@ def test_round_trip_in_batches_with_manifest_and_reuse(milvus_uri: str, collecti
     rows = _rows(230)
     manifest = {"dataset_checksum": "sha256:abc", "chunker": {"size": 512}, "rows": 230, "note": "ünïcode ✓"}
     seen: list[int] = []
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         assert not store.exists()
         assert store.read_manifest() is None
         store.create(dim=DIM, index=IndexSpec(), manifest=manifest)
@@ -53,12 +54,12 @@ def test_round_trip_in_batches_with_manifest_and_reuse(milvus_uri: str, collecti
         assert info.kind == ("server" if milvus_uri.startswith("http") else "lite")
         assert info.server_version and info.pymilvus_version
     # A later process (here: a new client) reads the manifest back and searches the rows as they were.
-    with MilvusStore(milvus_uri, collection_name) as again:
+    with MilvusStore(target(milvus_uri, collection_name)) as again:
         assert again.read_manifest() == manifest
         assert again.count() == 230
         again.write_manifest({**manifest, "rows": 231})
         assert again.read_manifest() == {**manifest, "rows": 231}
-    with MilvusSearch(milvus_uri, collection_name, _encoder(rows)) as port:
+    with MilvusSearch(target(milvus_uri, collection_name), _encoder(rows)) as port:
         hit = port.search(KnowledgeSearchRequest(query="123", top_k=1))[0]
         assert (hit.id, hit.doc_id, hit.chunk_index, hit.title, hit.source) == ("123", "doc-24", 3, "Title 24",
                                                                                 "kb/24.md")
@@ -68,7 +69,7 @@ def test_round_trip_in_batches_with_manifest_and_reuse(milvus_uri: str, collecti
 
 def test_create_drops_an_existing_collection(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
     drop_after(milvus_uri, collection_name)
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={"v": 1})
         store.insert(_rows(20))
         store.finalize()
@@ -83,11 +84,11 @@ def test_missing_values_map_back_to_none(milvus_uri: str, collection_name: str, 
     drop_after(milvus_uri, collection_name)
     row = ChunkRow(vector_id=7, doc_id=None, chunk_index=None, content="orphan", title="", source="", category="",
                    start=None, end=None, vector=[1.0] + [0.0] * (DIM - 1))
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
         store.insert([row, *_rows(10, start=100)])
         store.finalize()
-    with MilvusSearch(milvus_uri, collection_name, lambda texts: [list(row.vector)] * len(texts)) as port:
+    with MilvusSearch(target(milvus_uri, collection_name), lambda texts: [list(row.vector)] * len(texts)) as port:
         hit = port.search(KnowledgeSearchRequest(query="orphan", top_k=1))[0]
         assert (hit.id, hit.vector_id, hit.content) == ("7", "7", "orphan")
         assert (hit.doc_id, hit.chunk_index, hit.title, hit.source, hit.category) == (None,) * 5
@@ -101,11 +102,11 @@ def test_every_row_is_visible_right_after_finalize(milvus_uri: str, collection_n
     """The 2.3 server searches with Bounded consistency: finalize() must leave nothing unseen."""
     drop_after(milvus_uri, collection_name)
     rows = _rows(3000, seed=11)
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=DIM, index=IndexSpec(), manifest={})
         store.insert(rows, batch_size=1000)
         store.finalize()
-    with MilvusSearch(milvus_uri, collection_name, _encoder(rows)) as port:
+    with MilvusSearch(target(milvus_uri, collection_name), _encoder(rows)) as port:
         last = [KnowledgeSearchRequest(query=str(r.vector_id), top_k=1) for r in rows[-50:]]
         assert [hits[0].id for hits in port.search_batch(last)] == [str(r.vector_id) for r in rows[-50:]]
 
@@ -121,7 +122,7 @@ def test_big_batches_are_split_under_the_message_cap(server_uri: str, collection
     rows = (ChunkRow(vector_id=i, doc_id=f"d{i}", chunk_index=0, content="x", title="", source="", category="c",
                      start=0, end=1, vector=vectors[i]) for i in range(50_000))
     batches: list[int] = []
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=384, index=IndexSpec.flat(), manifest={})
         assert store.insert(rows, batch_size=50_000, on_batch=batches.append) == 50_000
         store.finalize()
@@ -133,11 +134,11 @@ def test_search_batch_splits_over_the_query_cap(milvus_uri: str, collection_name
                                                 drop_after: DropAfter) -> None:
     drop_after(milvus_uri, collection_name)
     rows = _rows(40)
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
         store.insert(rows)
         store.finalize()
-    with MilvusSearch(milvus_uri, collection_name, _encoder(rows), index=IndexSpec.flat()) as port:
+    with MilvusSearch(target(milvus_uri, collection_name, index=IndexSpec.flat()), _encoder(rows)) as port:
         requests = [KnowledgeSearchRequest(query=str(i % 40), top_k=2) for i in range(MAX_NQ + 7)]
         results = port.search_batch(requests)
         assert len(results) == len(requests)
@@ -149,23 +150,24 @@ def test_search_batch_splits_over_the_query_cap(milvus_uri: str, collection_name
 def test_hnsw_ef_is_raised_to_the_limit(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
     drop_after(milvus_uri, collection_name)
     rows = _rows(400)
-    with MilvusStore(milvus_uri, collection_name) as store:
+    with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=DIM, index=IndexSpec(search_params={"ef": 8}), manifest={})
         store.insert(rows)
         store.finalize()
-    with MilvusSearch(milvus_uri, collection_name, _encoder(rows), index=IndexSpec(search_params={"ef": 8})) as p:
+    narrow = target(milvus_uri, collection_name, index=IndexSpec(search_params={"ef": 8}))
+    with MilvusSearch(narrow, _encoder(rows)) as p:
         assert len(p.search(KnowledgeSearchRequest(query="3", top_k=300))) == 300
 
 
 @pytest.mark.milvus_lite
 def test_hybrid_search_on_lite_with_full_text(lite_uri: str) -> None:
     rows = _rows(60)
-    with MilvusStore(lite_uri, "hybrid") as store:
+    with MilvusStore(target(lite_uri, "hybrid")) as store:
         store.create(dim=DIM, index=IndexSpec(), manifest={}, full_text=True)
         store.insert(rows)
         store.finalize()
         assert store.features().hybrid
-    with MilvusSearch(lite_uri, "hybrid", _encoder(rows)) as port:
+    with MilvusSearch(target(lite_uri, "hybrid"), _encoder(rows)) as port:
         assert port.features().hybrid and port.features().grouping
         hits = port.search(KnowledgeSearchRequest(query="8", top_k=5, mode=SearchMode.HYBRID, category_filter="net"))
         assert hits and all(h.category == "net" for h in hits) and len(hits) <= 5
@@ -178,7 +180,7 @@ def test_hybrid_search_on_lite_with_full_text(lite_uri: str) -> None:
 @pytest.mark.milvus_server
 def test_server_refuses_full_text_clearly(server_uri: str, collection_name: str, drop_after: DropAfter) -> None:
     drop_after(server_uri, collection_name)
-    with MilvusStore(server_uri, collection_name) as store:
+    with MilvusStore(target(server_uri, collection_name)) as store:
         if not store.backend().server_version.startswith("v2.3"):
             pytest.skip("this server may have BM25 functions")
         with pytest.raises(UnsupportedFeatureError, match="full-text") as info:
@@ -190,19 +192,19 @@ def test_server_refuses_full_text_clearly(server_uri: str, collection_name: str,
 @pytest.mark.milvus_lite
 def test_lite_path_without_db_suffix_and_parents_created(tmp_path: Path) -> None:
     uri = str(tmp_path / "nested" / "dir" / "lite-store")
-    with MilvusStore(uri, "plain") as store:
+    with MilvusStore(target(uri, "plain")) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={"k": 1})
         store.insert(_rows(3))
         store.finalize()
         assert store.backend().kind == "lite"
-    with MilvusStore(uri, "plain") as store:  # closed clients released the file: it opens again
+    with MilvusStore(target(uri, "plain")) as store:  # closed clients released the file: it opens again
         assert store.count() == 3
         assert store.read_manifest() == {"k": 1}
 
 
 @pytest.mark.milvus_lite
 def test_manifest_size_is_capped(lite_uri: str) -> None:
-    with MilvusStore(lite_uri, "big") as store, pytest.raises(SearchRequestError, match="manifest"):
+    with MilvusStore(target(lite_uri, "big")) as store, pytest.raises(SearchRequestError, match="manifest"):
         store.create(dim=DIM, index=IndexSpec(), manifest={"blob": "x" * 300_000})
 
 
@@ -210,7 +212,7 @@ def test_manifest_size_is_capped(lite_uri: str) -> None:
 def test_oversized_text_is_refused_before_milvus(lite_uri: str) -> None:
     row = _rows(1)[0]
     big = ChunkRow(**{**{f: getattr(row, f) for f in row.__slots__}, "content": "é" * 40_000})  # 80,000 bytes
-    with MilvusStore(lite_uri, "big") as store:
+    with MilvusStore(target(lite_uri, "big")) as store:
         store.create(dim=DIM, index=IndexSpec(), manifest={})
         with pytest.raises(SearchRequestError, match="content is 80,000 bytes"):
             store.insert([big])

@@ -18,6 +18,7 @@ from rag_eval.core.ports import BatchKnowledgeSearchPort, KnowledgeSearchPort
 from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore
+from tests.milvus_target import target
 
 DIM = 8
 _rng = random.Random(20240611)
@@ -61,14 +62,14 @@ class Backend:
 
 
 def _milvus_backend(kind: str, uri: str, name: str) -> Backend:
-    with MilvusStore(uri, name) as store:
+    with MilvusStore(target(uri, name)) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={"fixture": "contract"})
         store.insert(ROWS, batch_size=5)
         store.finalize()
         version = store.backend().server_version
 
     def make(vector_for: Callable[[str], Sequence[float]]) -> MilvusSearch:
-        return MilvusSearch(uri, name, lambda texts: [vector_for(t) for t in texts], index=IndexSpec.flat())
+        return MilvusSearch(target(uri, name, index=IndexSpec.flat()), lambda texts: [vector_for(t) for t in texts])
 
     port = make(QUERIES.__getitem__)
     honours = port.features().grouping
@@ -108,7 +109,7 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     finally:
         built.port.close()
         if request.param == "server":
-            with MilvusStore(uri, name) as store:
+            with MilvusStore(target(uri, name)) as store:
                 store.drop()
 
 

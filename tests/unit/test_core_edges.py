@@ -81,14 +81,14 @@ def test_a_cluster_error_names_its_scheduler_and_survives_pickling() -> None:
 
 
 def test_a_tie_at_the_cut_off_running_to_the_end_of_the_page_asks_for_a_wider_search() -> None:
-    from rag_eval.search.milvus import _tie_may_continue
+    from rag_eval.search.milvus.search import tie_may_continue
 
     def page(*scores: float) -> list[KnowledgeSearchHit]:
         return [hit(str(i), s, "d", i) for i, s in enumerate(scores, start=1)]
 
-    assert _tie_may_continue(page(0.9, 0.5, 0.5, 0.5), top_k=2, width=4)  # the tie may go on beyond the page
-    assert not _tie_may_continue(page(0.9, 0.5, 0.5, 0.4), top_k=2, width=4)  # the tie ends inside the page
-    assert not _tie_may_continue(page(0.9, 0.5, 0.5), top_k=2, width=4)  # a short page holds every row
-    assert not _tie_may_continue(page(0.9, 0.5), top_k=2, width=2)  # nothing beyond the cut-off asked for
-    assert _tie_may_continue(page(0.9, math.nan, math.nan), top_k=2, width=3)  # NaNs tie with each other
-    assert not _tie_may_continue(page(0.9, -math.inf, math.nan), top_k=2, width=3)  # NaN is not minus infinity
+    assert tie_may_continue(page(0.9, 0.5, 0.5, 0.5), top_k=2, width=4)  # the tie may go on beyond the page
+    assert not tie_may_continue(page(0.9, 0.5, 0.5, 0.4), top_k=2, width=4)  # the tie ends inside the page
+    assert not tie_may_continue(page(0.9, 0.5, 0.5), top_k=2, width=4)  # a short page holds every row
+    assert not tie_may_continue(page(0.9, 0.5), top_k=2, width=2)  # nothing beyond the cut-off asked for
+    assert tie_may_continue(page(0.9, math.nan, math.nan), top_k=2, width=3)  # NaNs tie with each other
+    assert not tie_may_continue(page(0.9, -math.inf, math.nan), top_k=2, width=3)  # NaN is not minus infinity

@@ -11,7 +11,7 @@ import pytest
 
 from rag_eval.core.errors import ConfigError
 from rag_eval.harness.experiment import load_experiment
-from rag_eval.search.milvus_schema import redact_uri, uri_problem
+from rag_eval.search.milvus.schema import redact_uri, uri_problem
 from tests.conftest import SHIPPED
 
 EVIDENCE = SHIPPED / "experiments" / "configs" / "evidence.properties"

@@ -21,7 +21,7 @@ from rag_eval.harness.load import Window, _collect, _split, requests_table, summ
 from rag_eval.harness.load_settings import LoadSettings, parse_concurrency, with_flags
 from rag_eval.harness.load_worker import WindowResult, WorkerSetup
 from rag_eval.reports.load import curve_chart, load_rows, render_load_markdown
-from rag_eval.search.milvus_schema import IndexSpec
+from rag_eval.search.milvus.schema import IndexSpec, SearchTarget
 from tests.conftest import SHIPPED
 
 DEFAULT = str(SHIPPED / "experiments" / "default.toml")
@@ -130,7 +130,8 @@ def test_cli_refuses_milvus_lite_before_anything_is_written(tmp_path: Path, caps
 
 def _setup() -> WorkerSetup:
     return WorkerSetup(
-        uri="http://user:secret@127.0.0.1:19530", collection="c", token_env="T", timeout=1.0, index=IndexSpec(),
+        target=SearchTarget(uri="http://user:secret@127.0.0.1:19530", collection="c", index=IndexSpec(), token_env="T",
+                            timeout=1.0),
         configs=(), queries=("q",), normalized=("q",), vectors=np.zeros((1, 2), dtype=np.float32),
     )  # fmt: skip
 

@@ -1,7 +1,8 @@
-"""The pure-Python half of the Milvus adapter: schema constants, value types, filter quoting.
+"""The pure-Python half of the Milvus adapter: schema constants, value types, URI checks, filter quoting.
 
-Kept apart from ``rag_eval.search.milvus`` (the only module that imports pymilvus) so that
-callers and tests can build rows and index specs without loading the client.
+Never imports pymilvus (the other modules of :mod:`rag_eval.search.milvus` do, lazily), so that the
+experiment, the command line and tests can build rows, index specs and search targets without loading
+the client.
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ class SearchTarget:
     """Where to search: one Milvus (a Lite file path or a server/cluster URI), one collection and its
     index, the environment variable that holds the token, and how long to wait for the server.
 
-    ``collection`` is None until the ingest names it (a collection derived from the data set); the
-    token is read from the environment when a client connects and is never held here.
+    ``collection`` is None until the ingest names it (a collection derived from the data set); ``index``
+    None means the index the collection was built with (recorded at create); the token is read from the
+    environment when a client connects and is never held here.
 
     >>> t = SearchTarget(uri="http://user:pw@db.example:19530", collection="kb")
     >>> (t.redacted_uri, t.is_server)
@@ -120,7 +122,7 @@ class SearchTarget:
 
     uri: str
     collection: str | None = None
-    index: IndexSpec = field(default_factory=IndexSpec)
+    index: IndexSpec | None = field(default_factory=IndexSpec)
     token_env: str = DEFAULT_TOKEN_ENV
     timeout: float = DEFAULT_TIMEOUT
 
@@ -141,7 +143,8 @@ class SearchTarget:
 
     def as_dict(self) -> dict[str, Any]:
         """What a manifest records (the URI redacted, the token's variable name, never its value)."""
-        return {"uri": self.redacted_uri, "collection": self.collection, "index": self.index.to_json()}
+        index = self.index.to_json() if self.index is not None else None
+        return {"uri": self.redacted_uri, "collection": self.collection, "index": index}
 
 
 def milvus_string_literal(value: str) -> str:

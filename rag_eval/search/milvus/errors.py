@@ -1,0 +1,264 @@
+"""Milvus and gRPC failures as the project's own errors, by table: the first row that matches gives the error.
+
+::
+
+    what Milvus gives                                         row              the project's error (exit)
+    gRPC status UNIMPLEMENTED                                 UNIMPLEMENTED    UnsupportedFeatureError (2)
+    gRPC status UNAVAILABLE, DEADLINE_EXCEEDED or none        UNAVAILABLE      SearchUnavailableError (3)
+    gRPC, any other status                                    GRPC_OTHER       SearchUnavailableError (3)
+    ConnectionConfigException                                 BAD_URI          SearchUnavailableError (3)
+    code 2; "fail connecting", "retry timeout", "retry run    UNAVAILABLE      SearchUnavailableError (3)
+      out"
+    code 100; "collection not found", "does not exist",       NOT_FOUND        CollectionNotFoundError (3)
+      "can't find collection"
+    code 101; "not loaded", "state 'released'"                NOT_LOADED       CollectionNotLoadedError (3)
+    code 700; "index not found"                               NO_INDEX         CollectionNotLoadedError (3)
+    "cannot parse expression"; code 6 with "column"           BAD_FILTER       FilterError (2)
+    "sizeof"; "dim" with "mismatch", "should divide" or       WRONG_DIMENSION  DimensionMismatchError (2)
+      "expected dim"
+    code 1100; a word of INPUT_WORDS ("invalid", "illegal",   REFUSED          SearchRequestError (2)
+      "must be", "exceed", "param", ...)
+    anything else from a server that answered                BACKEND_FAILED   SearchBackendError (3)
+
+Three kinds of failure reach the boundary (:meth:`Connection.call <rag_eval.search.milvus.connection.Connection.call>`):
+
+* a raw ``grpc.RpcError`` (a call the backend does not implement, a Lite deadline): by its status code in
+  :data:`GRPC_ROWS`, any other status is :data:`GRPC_OTHER`;
+* a pymilvus exception whose type says it all (a URI pymilvus cannot use): :data:`TYPE_ROWS`;
+* any other ``MilvusException``: by its code or the words of its message in :data:`MILVUS_ROWS`, read top to
+  bottom; none matching is :data:`BACKEND_FAILED` (a server that answered without blaming the request
+  failed itself: exit 3, never exit 2).
+
+Codes and words cover both backends: the 2.3 server says ``cannot parse expression`` (code 65535) where
+Lite says code 6 about a column; a wrong dimension is 65535 on the server and 6 on Lite. A row's message is a
+template over the failure (``{uri}`` redacted, ``{what}`` the call, ``{name}`` the collection, ``{message}``
+Milvus's own words on one line, ``{why}`` and ``{status}``).
+
+>>> milvus_row(100, "collection not found[collection=kb]").error.__name__
+'CollectionNotFoundError'
+>>> milvus_row(65535, "channel not available").error.__name__
+'SearchBackendError'
+>>> grpc_row("UNIMPLEMENTED").error.__name__
+'UnsupportedFeatureError'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rag_eval.core.errors import (
+    CollectionNotFoundError,
+    CollectionNotLoadedError,
+    DimensionMismatchError,
+    FilterError,
+    RagEvalError,
+    SearchBackendError,
+    SearchRequestError,
+    SearchUnavailableError,
+    UnsupportedFeatureError,
+)
+from rag_eval.search.milvus.lazy import pymilvus
+from rag_eval.search.milvus.schema import one_line
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failure:
+    """What is known where a call failed: the facts a row's message is written from."""
+
+    uri: str  # redacted
+    what: str  # the call, in words ("search", "create index")
+    collection: str = "?"
+    message: str = ""  # Milvus's own message, on one line
+    budget: float | None = None  # the time that ran out, when it did
+    status: str = ""  # the gRPC status code's name
+
+    @property
+    def why(self) -> str:
+        return f"did not answer within {self.budget:g} s" if self.budget is not None else "is not reachable"
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A Milvus error code, words of its message (all of them, lower case), or both."""
+
+    code: int | None = None
+    words: tuple[str, ...] = ()
+
+    def matches(self, code: int | None, low: str) -> bool:
+        return (self.code is None or code == self.code) and all(word in low for word in self.words)
+
+
+def code(number: int, *words: str) -> Signal:
+    """The error code ``number`` (and, when given, every one of ``words`` in the message)."""
+    return Signal(number, words)
+
+
+def says(*words: str) -> Signal:
+    """Every one of ``words`` in the message, whatever the code."""
+    return Signal(None, words)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One row of a table: the project's error, its message template, and the signals (any one) it matches."""
+
+    error: type[RagEvalError]
+    message: str
+    when: tuple[Signal, ...] = ()
+
+    def matches(self, code: int | None, low: str) -> bool:
+        return any(signal.matches(code, low) for signal in self.when)
+
+    def build(self, failure: Failure) -> RagEvalError:
+        f = failure
+        text = self.message.format(
+            uri=f.uri, what=f.what, name=f.collection, message=f.message, why=f.why, status=f.status
+        )
+        attrs: dict[str, Any] = {"uri": f.uri}
+        if issubclass(self.error, (CollectionNotFoundError, CollectionNotLoadedError)):
+            attrs["collection"] = f.collection
+        elif issubclass(self.error, UnsupportedFeatureError):
+            attrs["feature"] = f.what
+        return self.error(text, **attrs)
+
+
+# words with which Milvus says the request itself is wrong (everything else from a live server is its failure)
+INPUT_WORDS: Final = (
+    "invalid",
+    "illegal",
+    "must be",
+    "should be",
+    "exceed",
+    "out of range",
+    "not supported",
+    "unsupported",
+    "param",
+    "syntax",
+    "mismatch",
+    "wrong",
+)
+
+UNAVAILABLE: Final = Row(
+    error=SearchUnavailableError,
+    message="Milvus at {uri} {why} ({what}): start the server or check --milvus-uri",
+    when=(code(2), says("fail connecting"), says("retry timeout"), says("retry run out")),
+)
+UNIMPLEMENTED: Final = Row(
+    error=UnsupportedFeatureError,
+    message="Milvus at {uri} does not implement {what}: use a backend that offers it "
+    "(Milvus Lite, or a server >= 2.5) or another search mode",
+)
+GRPC_OTHER: Final = Row(
+    error=SearchUnavailableError, message="Milvus at {uri} failed {what} ({status}): check the server's health and logs"
+)
+BAD_URI: Final = Row(error=SearchUnavailableError, message="cannot open Milvus at {uri}: {message}: check --milvus-uri")
+NOT_FOUND: Final = Row(
+    error=CollectionNotFoundError,
+    message="collection {name!r} does not exist in Milvus at {uri}: ingest the data set first or check "
+    "the collection name",
+    when=(code(100), says("collection not found"), says("does not exist"), says("can't find collection")),
+)
+NOT_LOADED: Final = Row(
+    error=CollectionNotLoadedError,
+    message="collection {name!r} in Milvus at {uri} is not loaded: load it (rag_eval loads on open "
+    "unless told not to) or re-run ingest",
+    when=(code(101), says("not loaded"), says("state 'released'")),
+)
+NO_INDEX: Final = Row(
+    error=CollectionNotLoadedError,
+    message="collection {name!r} in Milvus at {uri} has no index: finish ingest (finalize) first",
+    when=(code(700), says("index not found")),
+)
+BAD_FILTER: Final = Row(
+    error=FilterError,
+    message="Milvus at {uri} refused the filter ({message}): fix the filter value",
+    when=(says("cannot parse expression"), code(6, "column")),
+)
+WRONG_DIMENSION: Final = Row(
+    error=DimensionMismatchError,
+    message="vector dimension does not match collection {name!r} ({message}): embed with the model used at ingest",
+    when=(says("sizeof"), says("dim", "mismatch"), says("dim", "should divide"), says("dim", "expected dim")),
+)
+REFUSED: Final = Row(
+    error=SearchRequestError,
+    message="Milvus at {uri} refused {what} on {name!r}: {message}",
+    when=(code(1100), *(says(word) for word in INPUT_WORDS)),
+)
+BACKEND_FAILED: Final = Row(
+    error=SearchBackendError,
+    message="Milvus at {uri} failed {what} on {name!r}: {message}: check the server's health and logs",
+)
+
+# a raw gRPC error, by its status code's name (None: an RpcError that carries no code)
+GRPC_ROWS: Final[Mapping[str | None, Row]] = {
+    "UNIMPLEMENTED": UNIMPLEMENTED,
+    "UNAVAILABLE": UNAVAILABLE,
+    "DEADLINE_EXCEEDED": UNAVAILABLE,
+    None: UNAVAILABLE,
+}
+# a pymilvus exception by the name of its class in pymilvus.exceptions, before its code is read
+TYPE_ROWS: Final = (("ConnectionConfigException", BAD_URI),)
+# any other MilvusException: the first row whose signals match, else BACKEND_FAILED
+MILVUS_ROWS: Final = (UNAVAILABLE, NOT_FOUND, NOT_LOADED, NO_INDEX, BAD_FILTER, WRONG_DIMENSION, REFUSED)
+
+
+def milvus_row(code: int | None, message: str) -> Row:
+    """The row of :data:`MILVUS_ROWS` a Milvus error code and message fall under (else :data:`BACKEND_FAILED`)."""
+    low = message.lower()
+    return next((row for row in MILVUS_ROWS if row.matches(code, low)), BACKEND_FAILED)
+
+
+def grpc_row(status: str | None) -> Row:
+    """The row of :data:`GRPC_ROWS` for a gRPC status code's name (else :data:`GRPC_OTHER`)."""
+    return GRPC_ROWS.get(status, GRPC_OTHER)
+
+
+def row_for(exc: BaseException) -> Row | None:
+    """The row a pymilvus or gRPC exception falls under (None: not a Milvus error)."""
+    import grpc
+
+    pm = pymilvus()
+    if isinstance(exc, grpc.RpcError):
+        return grpc_row(_status(exc))
+    if not isinstance(exc, pm.MilvusException):
+        return None
+    for type_name, row in TYPE_ROWS:
+        if isinstance(exc, getattr(pm.exceptions, type_name)):
+            return row
+    return milvus_row(exc.code, _message(exc))
+
+
+def translate(
+    exc: BaseException, what: str, *, uri: str, collection: str | None = None, budget: float | None = None
+) -> RagEvalError | None:
+    """The project's error for a pymilvus or gRPC exception (None: not a Milvus error).
+
+    ``uri`` is the redacted URI; ``budget`` the time that ran out, when it did (otherwise the server
+    refused to talk at once).
+    """
+    row = row_for(exc)
+    if row is None:
+        return None
+    failure = Failure(
+        uri=uri,
+        what=what,
+        collection=collection or "?",
+        message=_message(exc),
+        budget=budget,
+        status=_status(exc) or "",
+    )
+    return row.build(failure)
+
+
+def _status(exc: BaseException) -> str | None:
+    """A gRPC error's status code by name (None for any other error, or an RpcError without a code)."""
+    import grpc
+
+    code = exc.code() if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "code", None)) else None
+    return code.name if code is not None else None
+
+
+def _message(exc: BaseException) -> str:
+    return one_line(getattr(exc, "message", exc))

@@ -1,0 +1,387 @@
+r"""The search port: :class:`MilvusSearch` answers KnowledgeSearchRequests from a rag_eval collection.
+
+* Missing values: ``""`` and ``-1`` as stored map back to ``None``; a category filter of ``""`` therefore
+  matches nothing, as it does in the in-memory adapter.
+* Filters: pymilvus filter templating (``filter_params``) where a probe shows the backend honours it,
+  otherwise a double-quoted literal escaped by :func:`milvus_string_literal`. Every returned hit is checked
+  against the requested category, so a filter can never widen the result silently.
+* Scores: the similarity Milvus returns for COSINE and IP (higher is better); for L2 the negated squared
+  distance, so that higher is better everywhere. HYBRID hits carry the RRF score (``scores["rrf"]``).
+* Order: hits come in one documented total order (:func:`rag_eval.core.types.hit_order`: score descending,
+  then vector id ascending), so equal scores are ordered the same way on every backend and run. A DENSE search
+  asks for a few hits more than ``top_k`` (two and a sixteenth more); when equal scores straddle the
+  cut-off and run to the end of that page it searches wider (doubling, up to 16,384; the queries of a batch
+  that need it together) until the tied group is complete, so the ``top_k`` hits are exactly
+  the first ``top_k`` of the total order, and a narrower width is a prefix of a wider one (exactly so on an
+  exact index such as FLAT). GROUPED and HYBRID hits are ordered the same way, without widening (their scores
+  depend on the width asked for).
+* GROUPED mode groups by ``doc_id``; rows without a doc_id share one group (the in-memory adapter gives each
+  its own). Backends that silently ignore grouping (the 2.3 server) are refused.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rag_eval.core.errors import (
+    CollectionNotLoadedError,
+    ConfigError,
+    ConfigProblem,
+    DimensionMismatchError,
+    FilterError,
+    SearchRequestError,
+    UnsupportedFeatureError,
+)
+from rag_eval.core.ports import PortBase
+from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, fast_constructor, hit_order
+from rag_eval.search.milvus.collection import collection_of, describe, ensure_loaded, search_params, stored_index
+from rag_eval.search.milvus.connection import Connection
+from rag_eval.search.milvus.lazy import pymilvus
+from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_templating
+from rag_eval.search.milvus.readiness import settle
+from rag_eval.search.milvus.schema import (
+    DEFAULT_CALL_TIMEOUT,
+    MAX_NQ,
+    MAX_TOPK,
+    MISSING_INT,
+    MISSING_STR,
+    OUTPUT_FIELDS,
+    SPARSE_FIELD,
+    VECTOR_FIELD,
+    BackendFeatures,
+    SearchTarget,
+    milvus_string_literal,
+)
+
+Encoder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+_GroupKey = tuple[SearchMode, int, str | None, int]
+
+
+class MilvusSearch(PortBase):
+    """KnowledgeSearchPort over a rag_eval collection: DENSE, GROUPED and HYBRID where really supported.
+
+    ``encoder`` turns query texts into vectors. Opening connects, checks the target's collection and its
+    index against the target's ``index`` (None: the one recorded at create), and loads it (unless
+    ``load=False``); errors are the project's own.
+
+    >>> import tempfile
+    >>> from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> target = SearchTarget(uri=f"{tmp.name}/milvus.db", collection="kb", index=IndexSpec.flat())
+    >>> with MilvusStore(target) as store:
+    ...     store.create(dim=2, index=IndexSpec.flat(), manifest={})
+    ...     inserted = store.insert(
+    ...         ChunkRow(vector_id=i + 1, doc_id="lag", chunk_index=i, content=f"chunk {i}", title="", source="",
+    ...                  category="db", start=None, end=None, vector=vector)
+    ...         for i, vector in enumerate([[1.0, 0.0], [0.6, 0.8]]))
+    ...     store.finalize()
+    >>> with MilvusSearch(target, encoder=lambda texts: [[0.8, 0.6] for _ in texts]) as port:
+    ...     hits = port.search(KnowledgeSearchRequest(query="replica lag", top_k=10))
+    >>> [(h.id, h.doc_id, h.chunk_index, h.source, round(h.score, 2)) for h in hits]
+    [('2', 'lag', 1, None, 0.96), ('1', 'lag', 0, None, 0.8)]
+    >>> tmp.cleanup()
+    """
+
+    def __init__(
+        self,
+        target: SearchTarget,
+        encoder: Encoder,
+        *,
+        retries: int = 3,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        load: bool = True,
+    ) -> None:
+        self.target = target
+        self.collection = collection = collection_of(target)
+        self._encoder = encoder
+        self._conn = Connection(target, retries=retries, call_timeout=call_timeout)
+        try:
+            self._coll = describe(self._conn, collection)
+            self._index = target.index if target.index is not None else stored_index(self._coll)
+            self._check_index()
+            if ensure_loaded(self._conn, collection, load) and self._conn.kind == "server":
+                settle(self._conn, collection, self._index)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._grouping: bool | None = None
+        self._hybrid_rpc: bool | None = None
+        self._templating: bool | None = None
+
+    def _check_index(self) -> None:
+        coll, spec = self._coll, self._index
+        if coll.index_type is None:
+            raise CollectionNotLoadedError(
+                f"collection {coll.name!r} in Milvus at {self._conn.shown} has no "
+                "index: finish ingest (finalize) first",
+                collection=coll.name,
+                uri=self._conn.shown,
+            )
+        problems = [
+            ConfigProblem(
+                key=f"index.{attr}",
+                message=f"collection {coll.name!r} was built with {built}, not "
+                f"{wanted}: use the index of the ingest manifest",
+            )
+            for attr, built, wanted in (
+                ("metric", coll.metric, spec.metric),
+                ("index_type", coll.index_type, spec.index_type),
+            )
+            if built is not None and str(built).upper() != wanted.upper() and wanted.upper() != "AUTOINDEX"
+        ]
+        if problems:
+            raise ConfigError(problems)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def features(self) -> BackendFeatures:
+        """GROUPED and HYBRID as this backend and collection really perform them (probed once, cached)."""
+        return BackendFeatures(grouping=self._grouping_honoured(), hybrid=self._hybrid_available())
+
+    def search(self, request: KnowledgeSearchRequest) -> tuple[KnowledgeSearchHit, ...]:
+        """Hits for ``request.query``, best first, at most ``request.top_k``."""
+        return self.search_batch([request])[0]
+
+    def search_batch(self, requests: Sequence[KnowledgeSearchRequest]) -> list[tuple[KnowledgeSearchHit, ...]]:
+        """One result per request, in order; many query vectors per call (requests grouped by mode,
+        width, filter and group size; at most 16,384 vectors per call)."""
+        groups: dict[_GroupKey, list[int]] = {}
+        for i, r in enumerate(requests):
+            if r.top_k > MAX_TOPK:
+                raise SearchRequestError(
+                    f"top_k {r.top_k:,} is over Milvus's limit of {MAX_TOPK:,}: ask for fewer hits",
+                    uri=self._conn.shown,
+                )
+            size = r.group_size if r.mode is SearchMode.GROUPED else 1
+            groups.setdefault((r.mode, r.top_k, r.category_filter, size), []).append(i)
+        results: list[tuple[KnowledgeSearchHit, ...]] = [() for _ in requests]
+        for key, positions in groups.items():
+            for start in range(0, len(positions), MAX_NQ):
+                chunk = positions[start : start + MAX_NQ]
+                for pos, hits in zip(chunk, self._run(key, [requests[p].query for p in chunk]), strict=True):
+                    results[pos] = hits
+        return results
+
+    def _run(self, key: _GroupKey, queries: list[str]) -> list[tuple[KnowledgeSearchHit, ...]]:
+        mode, top_k, category, group_size = key
+        if mode is SearchMode.HYBRID and not self._hybrid_available():
+            raise UnsupportedFeatureError(self._hybrid_refusal(), feature="hybrid", uri=self._conn.shown)
+        if mode is SearchMode.GROUPED and not self._grouping_honoured():
+            raise UnsupportedFeatureError(self._grouping_refusal(), feature="grouping", uri=self._conn.shown)
+        vectors = self._encode(queries)
+        expr, params = self._filter(category)
+        # DENSE asks for a few hits more than wanted, to see whether equal scores straddle the cut-off;
+        # a few, not one: re-ingested copies tie in pairs, and every page that ends in a tie costs a call
+        exact = mode is SearchMode.DENSE
+        width = min(top_k + 2 + top_k // 16, MAX_TOPK) if exact else top_k
+        raws = self._raw_search(mode, vectors, queries, width, expr, params, group_size)
+        hits = [self._ordered(raw, mode, category) for raw in raws]
+        tied = list(range(len(queries)))
+        while exact and width < MAX_TOPK:
+            # the queries whose tie at the cut-off may go on: searched again, together, twice as wide
+            tied = [i for i in tied if tie_may_continue(hits[i], top_k, width)]
+            if not tied:
+                break
+            width = min(width * 2, MAX_TOPK)
+            raws = self._raw_search(
+                mode, [vectors[i] for i in tied], [queries[i] for i in tied], width, expr, params, group_size
+            )
+            for i, raw in zip(tied, raws, strict=True):
+                hits[i] = self._ordered(raw, mode, category)
+        out = []
+        for found in hits:
+            if mode is SearchMode.GROUPED:
+                self._check_grouped(found[:top_k], group_size)
+            out.append(tuple(found[:top_k]))
+        return out
+
+    def _raw_search(
+        self,
+        mode: SearchMode,
+        vectors: list[list[float]],
+        queries: list[str],
+        limit: int,
+        expr: str,
+        params: dict[str, str] | None,
+        group_size: int,
+    ) -> Any:
+        if mode is SearchMode.HYBRID:
+            return self._hybrid_search(vectors, queries, limit, expr, params)
+        extra: dict[str, Any] = {"filter_params": params} if params else {}
+        if mode is SearchMode.GROUPED:
+            extra.update(group_by_field="doc_id", group_size=group_size, strict_group_size=False)
+        return self._conn.call(
+            "search",
+            self._conn.client.search,
+            self.collection,
+            data=vectors,
+            anns_field=VECTOR_FIELD,
+            limit=limit,
+            filter=expr,
+            output_fields=list(OUTPUT_FIELDS),
+            collection=self.collection,
+            search_params=search_params(self._coll, self._index, limit * group_size),
+            **extra,
+        )
+
+    def _ordered(self, raw: Any, mode: SearchMode, category: str | None) -> list[KnowledgeSearchHit]:
+        """One query's hits in the documented total order (score, then vector id), category-checked."""
+        metric = self._coll.metric or self._index.metric
+        channel = "rrf" if mode is SearchMode.HYBRID else "dense"
+        negate = channel == "dense" and metric.upper() == "L2"  # higher is better everywhere
+        hits = sorted([to_hit(h, negate, channel) for h in raw], key=hit_order)
+        self._check_category(hits, category)
+        return hits
+
+    def _encode(self, queries: list[str]) -> list[list[float]]:
+        encoded = self._encoder(queries)
+        vectors = [as_list(v) for v in encoded]
+        if len(vectors) != len(queries):
+            raise DimensionMismatchError(
+                f"the encoder returned {len(vectors)} vectors for {len(queries)} queries: fix the encoder",
+                uri=self._conn.shown,
+            )
+        for v in vectors:
+            if len(v) != self._coll.dim:
+                raise DimensionMismatchError(
+                    f"query vectors have dimension {len(v)} but collection {self.collection!r} holds "
+                    f"{self._coll.dim}-d vectors: embed queries with the model used at ingest",
+                    uri=self._conn.shown,
+                )
+        return vectors
+
+    def _filter(self, category: str | None) -> tuple[str, dict[str, str] | None]:
+        if category is None:
+            return "", None
+        never = ' and category != ""' if category == MISSING_STR else ""  # "" stores a missing category
+        if self._templating is None:
+            self._templating = probe_templating(self._conn, self._coll)
+        if self._templating:
+            return "category == {category}" + never, {"category": category}
+        return f"category == {milvus_string_literal(category)}{never}", None
+
+    def _check_category(self, hits: list[KnowledgeSearchHit], category: str | None) -> None:
+        stray = [h.vector_id for h in hits if category is not None and h.category != category]
+        if stray:
+            raise FilterError(
+                f"Milvus at {self._conn.shown} returned rows {stray[:5]} outside the category filter "
+                f"{category!r}: report this backend as unsafe for filtering",
+                uri=self._conn.shown,
+            )
+
+    def _check_grouped(self, hits: list[KnowledgeSearchHit], group_size: int) -> None:
+        per_doc = Counter(h.doc_id for h in hits)
+        if per_doc and max(per_doc.values()) > group_size:
+            self._grouping = False
+            raise UnsupportedFeatureError(self._grouping_refusal(), feature="grouping", uri=self._conn.shown)
+
+    def _hybrid_search(
+        self, vectors: list[list[float]], queries: list[str], top_k: int, expr: str, params: dict[str, str] | None
+    ) -> Any:
+        pm = pymilvus()
+        dense = pm.AnnSearchRequest(
+            data=vectors,
+            anns_field=VECTOR_FIELD,
+            limit=top_k,
+            expr=expr or None,
+            expr_params=params,
+            param=search_params(self._coll, self._index, top_k),
+        )
+        sparse = pm.AnnSearchRequest(
+            data=queries,
+            anns_field=SPARSE_FIELD,
+            param={"metric_type": "BM25"},
+            limit=top_k,
+            expr=expr or None,
+            expr_params=params,
+        )
+        return self._conn.call(
+            "hybrid search",
+            self._conn.client.hybrid_search,
+            self.collection,
+            [dense, sparse],
+            pm.RRFRanker(60),
+            limit=top_k,
+            output_fields=list(OUTPUT_FIELDS),
+            collection=self.collection,
+        )
+
+    def _grouping_honoured(self) -> bool:
+        if self._grouping is None:
+            self._grouping = probe_grouping(self._conn, self._coll, self._index)
+        return self._grouping
+
+    def _hybrid_available(self) -> bool:
+        if self._hybrid_rpc is None:
+            self._hybrid_rpc = probe_hybrid(self._conn, self._coll, self._index)
+        return self._hybrid_rpc and self._coll.full_text
+
+    def _grouping_refusal(self) -> str:
+        return (
+            f"Milvus at {self._conn.shown} ignores grouping search (group_by_field) and would return "
+            "ungrouped hits: use mode 'dense' with the client-side per-document cap, or Milvus Lite / a "
+            "server >= 2.4"
+        )
+
+    def _hybrid_refusal(self) -> str:
+        if not self._hybrid_rpc:
+            return (
+                f"Milvus at {self._conn.shown} has no hybrid search (BM25 full text + RRF): use mode 'dense', "
+                "or Milvus Lite / a server >= 2.5"
+            )
+        return (
+            f"collection {self.collection!r} has no BM25 full-text field: re-ingest it with full_text=True "
+            "(Milvus Lite or a server >= 2.5), or use mode 'dense'"
+        )
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None or value == MISSING_STR else str(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None or int(value) == MISSING_INT else int(value)
+
+
+_new_hit = fast_constructor(KnowledgeSearchHit)
+
+
+def to_hit(raw: Any, negate: bool, channel: str) -> KnowledgeSearchHit:
+    # a pymilvus hit is a dict: plain dict access skips its Python-level overrides (a third of the time)
+    entity = dict.get(raw, "entity") or {}
+    get = entity.get
+    vid = get("vector_id")
+    vid = str(vid if vid is not None else getattr(raw, "pk", None))
+    distance = float(dict.__getitem__(raw, "distance"))
+    score = -distance if negate else distance
+    return _new_hit(
+        vid,  # id
+        str(get("content", "")),
+        score,
+        {channel: score},
+        {"char_start": _opt_int(get("char_start")), "char_end": _opt_int(get("char_end"))},
+        _opt_str(get("doc_id")),
+        _opt_int(get("chunk_index")),
+        vid,  # vector_id
+        _opt_str(get("source")),
+        _opt_str(get("title")),
+        _opt_str(get("category")),
+    )
+
+
+def as_list(vector: Sequence[float]) -> list[float]:
+    if type(vector) is list:
+        return vector  # already what pymilvus sends
+    tolist = getattr(vector, "tolist", None)
+    return list(tolist()) if callable(tolist) else [float(x) for x in vector]
+
+
+def tie_may_continue(hits: Sequence[KnowledgeSearchHit], top_k: int, width: int) -> bool:
+    """True when the hits tied with the ``top_k``-th run to the end of a full page of ``width``:
+    rows with that score may lie beyond it, so the cut-off cannot be placed by the total order yet."""
+    if len(hits) < width or len(hits) <= top_k:
+        return False
+    return hit_order(hits[top_k - 1])[:2] == hit_order(hits[-1])[:2]  # the same score (NaN: the same too)
