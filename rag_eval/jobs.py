@@ -35,7 +35,7 @@ from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import chunk_dataset
 from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
-from rag_eval.embed.store import write_atomic as atomic_write_parquet
+from rag_eval.files import json_safe, write_json, write_parquet, write_text
 from rag_eval.harness import provenance
 from rag_eval.harness.distributed import Cluster
 from rag_eval.harness.experiment import Experiment
@@ -56,10 +56,7 @@ from rag_eval.harness.steps import (
 from rag_eval.harness.steps import Progress as Progress  # the CLI's progress bars
 from rag_eval.harness.store import (
     RunStore,
-    atomic_write_json,
-    atomic_write_text,
     is_finished,
-    json_safe,
 )
 from rag_eval.harness.texts import TEXT_COLUMNS, write_texts
 from rag_eval.harness.timing import label_search_timing, latency_note
@@ -332,7 +329,7 @@ def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, com
         store.write_json("summary.json", run.summary)
         if replayed.load is not None:
             write_load_files(staging, replayed.load)
-        atomic_write_text(staging / "report.md", render_markdown(dict(run.summary), dict(run.manifest)))
+        write_text(staging / "report.md", render_markdown(dict(run.summary), dict(run.manifest)))
         write_comparison(staging, comparison)
         store.write_json("manifest.json", run.manifest)
         render_html(staging, shown_dir=store.dir)
@@ -381,9 +378,9 @@ def write_load_files(directory: Path, result: LoadResult) -> list[Path]:
     files = [directory / REQUESTS_FILE, directory / SUMMARY_FILE, directory / LOAD_FILE]
     (directory / LOAD_FILE).unlink(missing_ok=True)  # until the new one is in, no stale figures are read
     try:
-        atomic_write_parquet(files[0], result.requests)
-        atomic_write_text(files[1], render_load_markdown(json_safe(result.document)))
-        atomic_write_json(files[2], result.document)
+        write_parquet(files[0], result.requests)
+        write_text(files[1], render_load_markdown(json_safe(result.document)))
+        write_json(files[2], result.document)
     except OSError as exc:
         for path in files:
             path.unlink(missing_ok=True)
@@ -425,9 +422,9 @@ def write_comparison(directory: str | Path, comparison: Comparison) -> list[Path
     """``compare.json``, ``junit.xml`` and ``summary.md`` into ``directory``, each atomically."""
     out = Path(directory)
     try:
-        atomic_write_json(out / "compare.json", comparison.document)
-        atomic_write_text(out / "junit.xml", render_junit(comparison.document))
-        atomic_write_text(out / "summary.md", render_summary(comparison.document))
+        write_json(out / "compare.json", comparison.document)
+        write_text(out / "junit.xml", render_junit(comparison.document))
+        write_text(out / "summary.md", render_summary(comparison.document))
     except OSError as exc:
         raise RunStoreError(f"cannot write the comparison: {exc.strerror}", path=str(out)) from exc
     return [out / "compare.json", out / "junit.xml", out / "summary.md"]

@@ -25,11 +25,12 @@ from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import chunk_dataset, chunk_qrels
+from rag_eval.files import json_safe, write_json
 from rag_eval.harness.experiment import ConfigSpec, Experiment, IngestProfile
 from rag_eval.harness.ingest import plan_rows
 from rag_eval.harness.replay import Replayer
 from rag_eval.harness.rows import Truth
-from rag_eval.harness.store import MARKER, RunStore, atomic_write_json, json_safe
+from rag_eval.harness.store import MARKER, RunStore
 from rag_eval.harness.texts import write_texts
 from rag_eval.metrics.measures import summarize
 from rag_eval.search.memory import InMemorySearch
@@ -211,7 +212,7 @@ def synthetic_run(
     write_texts(store.dir, table, corpus, dataset)
     store.write_json("summary.json", summary)
     store.write_json("manifest.json", json_safe(manifest))
-    atomic_write_json(store.dir / MARKER, {"files": ["per_query.parquet", "summary.json", "manifest.json"]})
+    write_json(store.dir / MARKER, {"files": ["per_query.parquet", "summary.json", "manifest.json"]})
     store.finish()
     if render:
         from rag_eval.reports.html import render_html

@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 
 from rag_eval.compare.rundir import REQUIRED, RunData
 from rag_eval.core.errors import RunDirectoryError, RunStoreError
-from rag_eval.embed.store import write_atomic as atomic_write_parquet
+from rag_eval.files import write_json, write_parquet
 from rag_eval.harness.load_file import LOAD_FILE
-from rag_eval.harness.store import MARKER, atomic_write_json
+from rag_eval.harness.store import MARKER
 from rag_eval.metrics.measures import summary_frame
 
 DEFAULT_HISTORY = Path("reports/history.parquet")
@@ -94,7 +94,7 @@ def append_history(run: RunData, *, exit_code: int | None, path: str | Path = DE
     old = read_history(path)
     both = rows if old.empty else pd.concat([old, rows], ignore_index=True)
     try:
-        atomic_write_parquet(Path(path), pa.Table.from_pandas(both, preserve_index=False))
+        write_parquet(Path(path), pa.Table.from_pandas(both, preserve_index=False))
     except OSError as exc:
         raise RunStoreError(f"cannot write the history: {exc.strerror}", path=str(path)) from exc
     return rows
@@ -147,8 +147,8 @@ def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
                 copied.append(name)
-        atomic_write_json(staging / MARKER, {"files": copied, "copied_from": str(source)})
-        atomic_write_json(
+        write_json(staging / MARKER, {"files": copied, "copied_from": str(source)})
+        write_json(
             staging / ACCEPTED_FILE,
             {
                 "source": str(source),

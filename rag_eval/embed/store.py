@@ -11,9 +11,7 @@ matches its chunks is detected instead of silently used.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import EmbeddingMismatchError, RunStoreError
+from rag_eval.files import write_parquet
 
 
 def text_sha256(text: str) -> str:
@@ -50,20 +49,6 @@ def _table(hashes: Sequence[str], vectors: np.ndarray, metadata: Mapping[str, st
 
 
 VECTOR_ROW_GROUP = 8192  # rows per row group of a vector file: read a group at a time, memory stays small
-
-
-def write_atomic(path: Path, table: pa.Table, *, row_group_size: int | None = None) -> None:
-    """Write a Parquet file so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, compression="zstd", row_group_size=row_group_size)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _read_vectors(path: Path) -> tuple[list[str], np.ndarray, dict[str, str]]:
@@ -142,7 +127,7 @@ class VectorFile:
         meta["dim"] = str(vectors.shape[1])
         meta["count"] = str(len(texts))
         _check_matrix(Path(path), hashes, np.asarray(vectors), meta)  # never write what read() would refuse
-        write_atomic(Path(path), _table(hashes, vectors, meta), row_group_size=VECTOR_ROW_GROUP)
+        write_parquet(Path(path), _table(hashes, vectors, meta), row_group_size=VECTOR_ROW_GROUP)
         return cls.read(path)
 
     def check_matches(self, texts: Sequence[str], *, model_id: str, regenerate_hint: str) -> None:
@@ -222,7 +207,7 @@ class EmbeddingCache:
         matrix = np.stack([self._vectors[h] for h in hashes]) if hashes else np.zeros((0, 0), dtype=np.float32)
         meta = {"model_id": self.model_id, "dim": str(matrix.shape[1] if hashes else 0)}
         try:
-            write_atomic(self.path, _table(hashes, matrix, meta))
+            write_parquet(self.path, _table(hashes, matrix, meta))
         except OSError as exc:
             raise RunStoreError(f"cannot write the embedding cache: {exc.strerror}", path=str(self.path)) from exc
         self._dirty = False

@@ -55,7 +55,7 @@ from rag_eval.core.errors import (
     RunStoreError,
     SearchUnavailableError,
 )
-from rag_eval.embed.store import write_atomic as atomic_write_parquet
+from rag_eval.files import write_parquet
 from rag_eval.harness.experiment import ConfigSpec
 from rag_eval.harness.replay import BatchTiming, Replayer, long_lived_frozen
 from rag_eval.harness.rows import Truth, rows_to_table
@@ -422,7 +422,7 @@ def write_part(parts_url: str, number: int, rows: list[dict[str, object]]) -> No
     fs, root = fsspec.core.url_to_fs(parts_url)
     try:
         if isinstance(fs, LocalFileSystem):
-            atomic_write_parquet(Path(root) / name, table)
+            write_parquet(Path(root) / name, table)
             return
         fs.makedirs(root, exist_ok=True)
         temporary, final = f"{root.rstrip('/')}/.{name}.tmp", f"{root.rstrip('/')}/{name}"

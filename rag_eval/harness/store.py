@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import shutil
 import socket
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -48,7 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunStoreError
-from rag_eval.embed.store import write_atomic as atomic_write_parquet
+from rag_eval.files import replaced, write_json, write_parquet, write_text
 from rag_eval.harness.rows import SCHEMA, rows_to_table
 
 STATE_FILE = "state.json"
@@ -58,48 +56,6 @@ LOCK_FILE = ".lock"
 HOLDER_FILE = ".lock.json"
 MARKER = "run.complete.json"  # written last, naming every file the run published
 ROW_GROUP_ROWS = 16_384  # rows per row group of per_query.parquet (parts are much smaller)
-
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` with NaN and infinities as None (JSON has neither) and numpy scalars as Python's.
-
-    >>> json_safe({"a": float("nan"), "b": [1.5, float("inf")]})
-    {'a': None, 'b': [1.5, None]}
-    """
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(v) for v in obj]
-    if hasattr(obj, "item") and hasattr(obj, "dtype"):  # a numpy scalar
-        return json_safe(obj.item())
-    return obj
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """JSON written atomically; NaN and infinities become null (never the invalid ``NaN`` token)."""
-    text = json.dumps(json_safe(obj), indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False)
-    atomic_write_text(path, text + "\n")
 
 
 class RunStore:
@@ -156,7 +112,7 @@ class RunStore:
                 ]
             ) from None
         try:
-            atomic_write_json(
+            write_json(
                 self.dir / HOLDER_FILE,
                 {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(), "argv": sys.argv[:8]},
             )
@@ -213,7 +169,7 @@ class RunStore:
                     )
                 shutil.rmtree(self.parts_dir)
             self.parts_dir.mkdir(parents=True)
-            atomic_write_json(state_path, dict(identity))
+            write_json(state_path, dict(identity))
             return set()
         except OSError as exc:
             raise RunStoreError(f"cannot prepare the run directory: {exc.strerror}", path=str(self.dir)) from exc
@@ -223,7 +179,7 @@ class RunStore:
 
     def write_batch(self, number: int, rows: list[dict[str, Any]]) -> None:
         try:
-            atomic_write_parquet(self.parts_dir / f"batch-{number:05d}.parquet", rows_to_table(rows))
+            write_parquet(self.parts_dir / f"batch-{number:05d}.parquet", rows_to_table(rows))
         except OSError as exc:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
 
@@ -283,7 +239,7 @@ class RunStore:
                 os.replace(staged / rel, target)
             for rel in sorted(set(previous) - set(files)):
                 (self.dir / rel).unlink(missing_ok=True)
-            atomic_write_json(marker, {"files": files, "published": _now()})
+            write_json(marker, {"files": files, "published": _now()})
             shutil.rmtree(staged, ignore_errors=True)
         except OSError as exc:
             raise RunStoreError(f"cannot publish the run's files: {exc.strerror}", path=str(self.dir)) from exc
@@ -307,26 +263,17 @@ class RunStore:
         schema = SCHEMA.with_metadata(meta)
         parts = [table] if isinstance(table, pa.Table) else table
         path = self._target / "per_query.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-                pending: list[pa.Table] = []
-                rows = 0
-                for part in parts:
-                    pending.append(part.cast(schema))
-                    rows += part.num_rows
-                    if rows >= ROW_GROUP_ROWS:
-                        writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
-                        pending, rows = [], 0
-                if pending:
+        with replaced(path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            pending: list[pa.Table] = []
+            rows = 0
+            for part in parts:
+                pending.append(part.cast(schema))
+                rows += part.num_rows
+                if rows >= ROW_GROUP_ROWS:
                     writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+                    pending, rows = [], 0
+            if pending:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
         return path
 
     def write_trec_runs(
@@ -337,29 +284,16 @@ class RunStore:
         runs = self._target / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         targets = {(n, kind): runs / f"{n}{'' if kind == 0 else '.docs'}.trec" for n in names for kind in (0, 1)}
-        tmps: dict[tuple[str, int], Path] = {}
-        try:
-            with ExitStack() as stack:
-                files = {}
-                for key, target in targets.items():
-                    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=runs)
-                    tmps[key] = Path(temp_name)
-                    files[key] = stack.enter_context(os.fdopen(fd, "w", encoding="utf-8"))
-                for name, qid, chunks, docs in rankings:
-                    for kind, items in ((0, chunks), (1, docs)):
-                        fh = files[(name, kind)]
-                        for rank, item in enumerate(items, start=1):
-                            fh.write(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {name}\n")
-                for fh in files.values():
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            for key, written in tmps.items():
-                os.chmod(written, 0o644)
-                os.replace(written, targets[key])
-        except BaseException:
-            for written in tmps.values():
-                written.unlink(missing_ok=True)
-            raise
+        with ExitStack() as stack:  # every file renamed in only when all of them are written
+            files = {
+                key: stack.enter_context(open(stack.enter_context(replaced(target)), "w", encoding="utf-8"))
+                for key, target in targets.items()
+            }
+            for name, qid, chunks, docs in rankings:
+                for kind, items in ((0, chunks), (1, docs)):
+                    fh = files[(name, kind)]
+                    for rank, item in enumerate(items, start=1):
+                        fh.write(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {name}\n")
         return list(targets.values())
 
     def write_trec_run(self, name: str, ranking: Mapping[str, list[str]], tag: str) -> Path:
@@ -370,18 +304,18 @@ class RunStore:
             for rank, item in enumerate(items, start=1):
                 lines.append(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {tag}")
         path = self._target / "runs" / f"{name}.trec"
-        atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+        write_text(path, "\n".join(lines) + ("\n" if lines else ""))
         return path
 
     def write_trec_qrels(self, name: str, qrels: Mapping[str, Mapping[str, int]]) -> Path:
         lines = [f"{qid} 0 {item} {grade}" for qid in qrels for item, grade in sorted(qrels[qid].items())]
         path = self._target / "qrels" / f"{name}.trec"
-        atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+        write_text(path, "\n".join(lines) + ("\n" if lines else ""))
         return path
 
     def write_json(self, name: str, obj: Any) -> Path:
         path = self._target / name
-        atomic_write_json(path, obj)
+        write_json(path, obj)
         return path
 
     def finish(self) -> None:

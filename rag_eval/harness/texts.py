@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.labels import ChunkedCorpus
-from rag_eval.embed.store import write_atomic as atomic_write_parquet
+from rag_eval.files import write_parquet
 
 TEXTS_FILE = "texts.parquet"
 SPANS_FILE = "spans.parquet"
@@ -123,6 +123,6 @@ def write_texts(
 
     chunks = chunks_named(parts())
     texts, spans = directory / TEXTS_FILE, directory / SPANS_FILE
-    atomic_write_parquet(texts, chunk_texts(corpus, chunks))
-    atomic_write_parquet(spans, evidence_spans(dataset, query_ids))
+    write_parquet(texts, chunk_texts(corpus, chunks))
+    write_parquet(spans, evidence_spans(dataset, query_ids))
     return texts, spans

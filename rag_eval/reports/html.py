@@ -32,7 +32,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from rag_eval.core.errors import RunStoreError
-from rag_eval.harness.store import atomic_write_text
+from rag_eval.files import write_text
 from rag_eval.reports import figures
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
 from rag_eval.reports.load import load_rows
@@ -165,7 +165,7 @@ def render_html(
     html = _env().get_template("report.html.j2").render(**context)
     path = Path(out) if out is not None else Path(run_dir) / REPORT_FILE
     try:
-        atomic_write_text(path, html)
+        write_text(path, html)
     except OSError as exc:
         raise RunStoreError(f"cannot write the report: {exc.strerror}", path=str(path)) from exc
     return path

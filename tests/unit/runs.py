@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 
 from rag_eval.compare.rundir import RunData
+from rag_eval.files import write_json
 from rag_eval.harness.rows import SCHEMA, rows_to_table
-from rag_eval.harness.store import MARKER, atomic_write_json
+from rag_eval.harness.store import MARKER
 from rag_eval.metrics.measures import summarize
 
 CUTOFFS = (1, 5)
@@ -84,9 +85,9 @@ def make_run(
     import pyarrow.parquet as pq
 
     pq.write_table(table, directory / "per_query.parquet")
-    atomic_write_json(directory / "summary.json", summary)
-    atomic_write_json(directory / "manifest.json", manifest)
-    atomic_write_json(directory / MARKER, {"files": ["per_query.parquet", "summary.json", "manifest.json"]})
+    write_json(directory / "summary.json", summary)
+    write_json(directory / "manifest.json", manifest)
+    write_json(directory / MARKER, {"files": ["per_query.parquet", "summary.json", "manifest.json"]})
     return RunData.from_dir(directory)
 
 

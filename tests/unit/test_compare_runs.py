@@ -18,7 +18,7 @@ from rag_eval.compare.gates import gates_from_table, load_gates
 from rag_eval.compare.history import accept, accepted_dir, append_history, read_history, trend
 from rag_eval.compare.rundir import RunData
 from rag_eval.core.errors import RunDirectoryError
-from rag_eval.harness.store import json_safe
+from rag_eval.files import json_safe
 from tests.unit.runs import config, make_run, pair_rows, row
 
 GATES = load_gates("nightly")

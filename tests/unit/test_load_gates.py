@@ -20,7 +20,7 @@ from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import AbsoluteCheck, GateSet, RelativeCheck, parse_check
 from rag_eval.compare.load_gates import LoadSource, evaluate, parse_load_metric
 from rag_eval.compare.stats import Settings
-from rag_eval.harness.store import atomic_write_json
+from rag_eval.files import write_json
 from tests.unit.runs import config, make_run, pair_rows
 
 STARTED = "2026-01-01T00:00:00+00:00"
@@ -57,7 +57,7 @@ def run_with(tmp_path: Path, load: Mapping[str, Any] | None, name: str = "run") 
     rows = pair_rows(10, "base") + pair_rows(10, "cand")
     run = make_run(rows, [config("base"), config("cand")], baseline="base", directory=tmp_path / name)
     if load is not None:
-        atomic_write_json(tmp_path / name / "load.json", load)
+        write_json(tmp_path / name / "load.json", load)
     return run
 
 

@@ -16,6 +16,7 @@ import pytest
 from rag_eval.core.errors import EmbeddingMismatchError
 from rag_eval.embed.embedders import DEFAULT_MODEL, EmbedderSpec, VectorResolver
 from rag_eval.embed.store import VectorFile
+from rag_eval.files import write_parquet
 from tests.conftest import SHIPPED
 
 MODEL = EmbedderSpec(model=DEFAULT_MODEL).model_id
@@ -119,10 +120,10 @@ def test_cut_vector_files_are_refused_and_changed_files_rebuild_the_collection(t
         texts_meta = dict(vf.metadata)
         table = pq.read_table(f)
         matrix = np.stack([vf.vectors[h] for h in table.column("text_sha256").to_pylist()])[:, :128]
-        from rag_eval.embed.store import _table, write_atomic
+        from rag_eval.embed.store import _table
 
         texts_meta["dim"] = "128"
-        write_atomic(f, _table(table.column("text_sha256").to_pylist(), matrix, texts_meta))
+        write_parquet(f, _table(table.column("text_sha256").to_pylist(), matrix, texts_meta))
     proc = _run(tmp_path, ds, "cut")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and ".parquet: vectors are 128-d" in proc.stderr

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.harness.experiment.model import MAX_NAME, ConfigSpec, Experiment
-from rag_eval.search.milvus_schema import INDEX_TYPES, MAX_TOPK, METRICS, uri_problem
+from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, uri_problem
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 MAX_CUTOFFS = 20  # each cutoff is 8 more measure columns (P, R, nDCG, Success at k; chunk and document)

@@ -30,7 +30,7 @@ from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.harness.timing import TimingPlan
 from rag_eval.harness.whatif import WHAT_IFS
-from rag_eval.search.milvus_schema import IndexSpec, SearchTarget, redact_uri
+from rag_eval.search.milvus.schema import IndexSpec, SearchTarget, redact_uri
 
 DEFAULT_LITE_DIR = Path("reports/milvus")
 DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")

@@ -25,7 +25,7 @@ from rag_eval.harness.experiment.model import DEFAULT_CACHE_DIR, DEFAULT_CUTOFFS
 from rag_eval.harness.experiment.section import TableReader
 from rag_eval.harness.load_settings import settings_from_table
 from rag_eval.harness.timing import LatencyMode, TimingPlan
-from rag_eval.search.milvus_schema import IndexSpec, uri_problem
+from rag_eval.search.milvus.schema import IndexSpec, uri_problem
 
 Fields = dict[str, Any]  # Experiment field -> value
 TableRead = Callable[[TableReader], Fields]

@@ -1,0 +1,84 @@
+"""Writing a file so that readers see the old file or the new one, never half of either.
+
+Every file the project writes for a reader (run artifacts, vector files, the history, the accepted
+baseline's pieces) goes through :func:`replaced`: the content is written to a temporary file beside the
+target, flushed to disk, made readable (0644) and renamed over the target in one step; on any failure
+the temporary file is removed and the target is left as it was.
+
+>>> import tempfile, pathlib
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     path = pathlib.Path(tmp) / "sub" / "x.json"
+...     write_json(path, {"a": float("nan")})
+...     path.read_text()
+'{\\n  "a": null\\n}\\n'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def replaced(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to (the file exists, empty); when the block ends without
+    an error it is synced, made 0644 and renamed over ``path``, else it is removed. Parent folders are made."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    with replaced(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """JSON, indented; NaN and infinities become null (never the invalid ``NaN`` token)."""
+    write_text(path, json.dumps(json_safe(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with NaN and infinities as None (JSON has neither) and numpy scalars as Python's.
+
+    >>> json_safe({"a": float("nan"), "b": [1.5, float("inf")]})
+    {'a': None, 'b': [1.5, None]}
+    """
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and hasattr(obj, "dtype"):  # a numpy scalar
+        return json_safe(obj.item())
+    return obj
+
+
+def write_parquet(path: str | Path, table: Any, *, row_group_size: int | None = None) -> None:
+    """A pyarrow table as a zstd-compressed Parquet file."""
+    import pyarrow.parquet as pq
+
+    with replaced(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=row_group_size)
