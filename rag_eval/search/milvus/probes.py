@@ -15,7 +15,8 @@ from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.schema import VECTOR_FIELD, IndexSpec, milvus_string_literal
 
 
-def probe_grouping(conn: Connection, coll: Collection, index: IndexSpec) -> bool:
+def probe_grouping(conn: Connection, coll: Collection, index: IndexSpec, *, doc_field: str = "doc_id",
+                   vector_field: str = VECTOR_FIELD) -> bool:  # fmt: skip
     """Whether ``group_by_field`` is honoured: one document with two chunks, asked for one hit per group.
 
     Without any multi-chunk document grouping cannot change a result; the per-result check still applies.
@@ -24,12 +25,12 @@ def probe_grouping(conn: Connection, coll: Collection, index: IndexSpec) -> bool
         "query",
         conn.client.query,
         coll.name,
-        filter=f"doc_id != {milvus_string_literal('')}",
-        output_fields=["doc_id"],
+        filter=f"{doc_field} != {milvus_string_literal('')}",
+        output_fields=[doc_field],
         limit=2000,
         collection=coll.name,
     )
-    repeated = [d for d, n in Counter(r["doc_id"] for r in rows).items() if n >= 2]
+    repeated = [d for d, n in Counter(r[doc_field] for r in rows).items() if n >= 2]
     if not repeated:
         return True
     hits = conn.call(
@@ -37,11 +38,12 @@ def probe_grouping(conn: Connection, coll: Collection, index: IndexSpec) -> bool
         conn.client.search,
         coll.name,
         data=[[1.0] * coll.dim],
-        filter=f"doc_id == {milvus_string_literal(repeated[0])}",
+        anns_field=vector_field,
+        filter=f"{doc_field} == {milvus_string_literal(repeated[0])}",
         limit=2,
-        group_by_field="doc_id",
+        group_by_field=doc_field,
         group_size=1,
-        output_fields=["doc_id"],
+        output_fields=[doc_field],
         search_params=search_params(coll, index, 2),
         collection=coll.name,
     )
@@ -70,16 +72,15 @@ def probe_hybrid(conn: Connection, coll: Collection, index: IndexSpec) -> bool:
     return True
 
 
-def probe_templating(conn: Connection, coll: Collection) -> bool:
+def probe_templating(conn: Connection, coll: Collection, *, field_expr: str = "category") -> bool:
     """Whether the backend honours ``filter_params`` (neither Lite 3.2 nor the 2.3 server does)."""
     try:
         conn.call(
             "templated query",
             conn.client.query,
             coll.name,
-            filter="category == {c}",
+            filter=f"{field_expr} == {{c}}",
             filter_params={"c": "\x00probe"},
-            output_fields=["vector_id"],
             limit=1,
             collection=coll.name,
             retry=False,

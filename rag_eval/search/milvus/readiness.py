@@ -13,7 +13,7 @@ import time
 from typing import Any, Final
 
 from rag_eval.core.errors import SearchBackendError, SearchRequestError, SearchUnavailableError, UnsupportedFeatureError
-from rag_eval.search.milvus.collection import count, describe, search_params
+from rag_eval.search.milvus.collection import Collection, count, describe, search_params
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.schema import VECTOR_FIELD, IndexSpec, one_line
 
@@ -22,7 +22,8 @@ _INDEX_WAIT_S: Final = 600.0
 _SETTLE_WAIT_S: Final = 20.0
 
 
-def settle(conn: Connection, name: str, index: IndexSpec) -> None:
+def settle(conn: Connection, name: str, index: IndexSpec, *, vector_field: str = VECTOR_FIELD,
+           rows_filter: str = "vector_id >= 0", coll: Collection | None = None) -> None:  # fmt: skip
     """Wait until a freshly loaded server answers searches the same way twice in a row.
 
     Right after a load, a server can still hold rows both in the sealed, indexed segment and in the stream
@@ -33,15 +34,15 @@ def settle(conn: Connection, name: str, index: IndexSpec) -> None:
         "query",
         conn.client.query,
         name,
-        filter="vector_id >= 0",
-        output_fields=[VECTOR_FIELD],
+        filter=rows_filter,
+        output_fields=[vector_field],
         limit=32,
         collection=name,
     )
-    probe = [list(r[VECTOR_FIELD]) for r in rows]
+    probe = [list(r[vector_field]) for r in rows]
     if not probe:
         return
-    coll = describe(conn, name)
+    coll = coll if coll is not None else describe(conn, name)
     params = search_params(coll, index, 50)
     deadline = time.monotonic() + _SETTLE_WAIT_S
     seen: list[list[list[Any]]] = []
@@ -51,7 +52,7 @@ def settle(conn: Connection, name: str, index: IndexSpec) -> None:
             conn.client.search,
             name,
             data=probe,
-            anns_field=VECTOR_FIELD,
+            anns_field=vector_field,
             limit=50,
             search_params=params,
             collection=name,

@@ -36,8 +36,16 @@ from rag_eval.core.errors import (
 )
 from rag_eval.core.ports import PortBase
 from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, fast_constructor, hit_order
-from rag_eval.search.milvus.collection import collection_of, describe, ensure_loaded, search_params, stored_index
+from rag_eval.search.milvus.collection import (
+    collection_of,
+    describe,
+    ensure_loaded,
+    search_params,
+    stored_index,
+)
 from rag_eval.search.milvus.connection import Connection
+from rag_eval.search.milvus.fields import FieldMap
+from rag_eval.search.milvus.foreign import foreign_collection, foreign_hit
 from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_templating
 from rag_eval.search.milvus.readiness import settle
@@ -89,6 +97,8 @@ class MilvusSearch(PortBase):
         target: SearchTarget,
         encoder: Encoder,
         *,
+        fields: FieldMap | None = None,
+        partitions: Sequence[str] = (),
         retries: int = 3,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         load: bool = True,
@@ -96,13 +106,19 @@ class MilvusSearch(PortBase):
         self.target = target
         self.collection = collection = collection_of(target)
         self._encoder = encoder
+        self._fields = fields  # None: a rag_eval collection (its own schema)
+        self._partitions = list(partitions)
         self._conn = Connection(target, retries=retries, call_timeout=call_timeout)
         try:
-            self._coll = describe(self._conn, collection)
-            self._index = target.index if target.index is not None else stored_index(self._coll)
-            self._check_index()
+            if fields is None:
+                self._coll = describe(self._conn, collection)
+                self._index = target.index if target.index is not None else stored_index(self._coll)
+                self._check_index()
+            else:
+                self._coll, self._index = foreign_collection(self._conn, collection, fields)
             if ensure_loaded(self._conn, collection, load) and self._conn.kind == "server":
-                settle(self._conn, collection, self._index)
+                vector, rows = (VECTOR_FIELD, "vector_id >= 0") if fields is None else (fields.vector, "")
+                settle(self._conn, collection, self._index, vector_field=vector, rows_filter=rows, coll=self._coll)
         except BaseException:
             self._conn.close()
             raise
@@ -211,28 +227,47 @@ class MilvusSearch(PortBase):
         if mode is SearchMode.HYBRID:
             return self._hybrid_search(vectors, queries, limit, expr, params)
         extra: dict[str, Any] = {"filter_params": params} if params else {}
+        if self._partitions:
+            extra["partition_names"] = self._partitions
         if mode is SearchMode.GROUPED:
-            extra.update(group_by_field="doc_id", group_size=group_size, strict_group_size=False)
+            extra.update(group_by_field=self._doc_field(), group_size=group_size, strict_group_size=False)
+        f = self._fields
         return self._conn.call(
             "search",
             self._conn.client.search,
             self.collection,
             data=vectors,
-            anns_field=VECTOR_FIELD,
+            anns_field=VECTOR_FIELD if f is None else f.vector,
             limit=limit,
             filter=expr,
-            output_fields=list(OUTPUT_FIELDS),
+            output_fields=list(OUTPUT_FIELDS) if f is None else f.output_fields(),
             collection=self.collection,
             search_params=search_params(self._coll, self._index, limit * group_size),
             **extra,
         )
+
+    def _doc_field(self) -> str:
+        """The field grouping groups by: ``doc_id``, or a foreign collection's scalar doc id field."""
+        ref = self._fields.doc_id if self._fields is not None else None
+        if self._fields is None:
+            return "doc_id"
+        if ref is None or ref.path or ref.dynamic:
+            raise UnsupportedFeatureError(
+                f"collection {self.collection!r} has no scalar doc id field to group by (fields.doc_id is "
+                f"{ref.spec if ref else 'not mapped'}): use mode 'dense'",
+                feature="grouping",
+                uri=self._conn.shown,
+            )
+        return ref.field
 
     def _ordered(self, raw: Any, mode: SearchMode, category: str | None) -> list[KnowledgeSearchHit]:
         """One query's hits in the documented total order (score, then vector id), category-checked."""
         metric = self._coll.metric or self._index.metric
         channel = "rrf" if mode is SearchMode.HYBRID else "dense"
         negate = channel == "dense" and metric.upper() == "L2"  # higher is better everywhere
-        hits = sorted([to_hit(h, negate, channel) for h in raw], key=hit_order)
+        f = self._fields
+        made = [to_hit(h, negate, channel) for h in raw] if f is None else [foreign_hit(h, negate, f) for h in raw]
+        hits = sorted(made, key=hit_order)
         self._check_category(hits, category)
         return hits
 
@@ -256,12 +291,21 @@ class MilvusSearch(PortBase):
     def _filter(self, category: str | None) -> tuple[str, dict[str, str] | None]:
         if category is None:
             return "", None
-        never = ' and category != ""' if category == MISSING_STR else ""  # "" stores a missing category
+        field = "category"
+        if self._fields is not None:
+            if self._fields.category is None:
+                raise SearchRequestError(
+                    f"a config filters by category but collection {self.collection!r} maps no category field: "
+                    "map fields.category, or drop rag.category-filter",
+                    uri=self._conn.shown,
+                )
+            field = self._fields.category.expr
+        never = f' and {field} != ""' if category == MISSING_STR else ""  # "" stores a missing category
         if self._templating is None:
-            self._templating = probe_templating(self._conn, self._coll)
+            self._templating = probe_templating(self._conn, self._coll, field_expr=field)
         if self._templating:
-            return "category == {category}" + never, {"category": category}
-        return f"category == {milvus_string_literal(category)}{never}", None
+            return f"{field} == {{category}}" + never, {"category": category}
+        return f"{field} == {milvus_string_literal(category)}{never}", None
 
     def _check_category(self, hits: list[KnowledgeSearchHit], category: str | None) -> None:
         stray = [h.vector_id for h in hits if category is not None and h.category != category]
@@ -311,10 +355,16 @@ class MilvusSearch(PortBase):
 
     def _grouping_honoured(self) -> bool:
         if self._grouping is None:
-            self._grouping = probe_grouping(self._conn, self._coll, self._index)
+            vector = VECTOR_FIELD if self._fields is None else self._fields.vector
+            self._grouping = probe_grouping(
+                self._conn, self._coll, self._index, doc_field=self._doc_field(), vector_field=vector
+            )
         return self._grouping
 
     def _hybrid_available(self) -> bool:
+        if self._fields is not None:  # a collection built elsewhere: no BM25 field of ours
+            self._hybrid_rpc = False
+            return False
         if self._hybrid_rpc is None:
             self._hybrid_rpc = probe_hybrid(self._conn, self._coll, self._index)
         return self._hybrid_rpc and self._coll.full_text
@@ -327,6 +377,11 @@ class MilvusSearch(PortBase):
         )
 
     def _hybrid_refusal(self) -> str:
+        if self._fields is not None:
+            return (
+                f"collection {self.collection!r} was built elsewhere and has no BM25 full-text field of "
+                "rag_eval's: use mode 'dense'"
+            )
         if not self._hybrid_rpc:
             return (
                 f"Milvus at {self._conn.shown} has no hybrid search (BM25 full text + RRF): use mode 'dense', "
