@@ -49,7 +49,8 @@ class Suggestion:
     def toml(self, name: str, *, load: bool) -> str:
         """The ``[collection]`` table to paste into an experiment."""
         pairs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in self.fields.items())
-        return f'[collection]\nname = {json.dumps(name)}\nload = {"true" if load else "false"}\nfields = {{ {pairs} }}\n'
+        flag = "true" if load else "false"
+        return f"[collection]\nname = {json.dumps(name)}\nload = {flag}\nfields = {{ {pairs} }}\n"
 
 
 def _keys(samples: Sequence[Mapping[str, Any]], info: CollectionInfo) -> dict[str, str]:
