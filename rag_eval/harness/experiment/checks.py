@@ -65,6 +65,7 @@ FILE_KEYS: Mapping[str, str] = {
     "timing": "timing",
     "drilldown_queries": "report.drilldown_queries",
     "load": "load",
+    "existing": "collection",
 }
 
 
@@ -287,6 +288,33 @@ def _load(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
                 yield ConfigProblem(keys.of("load", "configs"), f"{name!r} is not a config name ({', '.join(names)})")
 
 
+FIELD_KEYS = ("id", "vector", "text", "doc_id", "chunk_index", "title", "source", "category", "start", "end")
+
+
+def _existing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    """A ``[collection]``: its field keys are the port's (the fields themselves are read against the
+    collection's schema before any query), the shares and thresholds in range; its configs search densely
+    or grouped (the collection has no BM25 field of ours)."""
+    spec = exp.existing
+    if spec is None:
+        return
+    for key in sorted(set(spec.fields) - set(FIELD_KEYS)):
+        yield ConfigProblem(keys.of("existing", f"fields.{key}"), f"unknown key (known: {', '.join(FIELD_KEYS)})")
+    for key in ("id", "vector", "text"):
+        if not spec.fields.get(key, "").strip():
+            yield ConfigProblem(keys.of("existing", f"fields.{key}"), "required: the collection's field for it")
+    if not 0.0 <= spec.max_unresolved <= 1.0:
+        yield ConfigProblem(keys.of("existing", "max_unresolved"),
+                            f"a share from 0 to 1 of the rows read, got {_number(spec.max_unresolved)}")  # fmt: skip
+    if not 0.0 < spec.fuzzy_threshold <= 100.0:
+        yield ConfigProblem(keys.of("existing", "fuzzy_threshold"),
+                            f"a score above 0 and at most 100, got {_number(spec.fuzzy_threshold)}")  # fmt: skip
+    for n, c in enumerate(exp.configs):
+        if c.mode.value == "hybrid":
+            key = keys.flags.get("configs", f"configs[{n}].mode")
+            yield ConfigProblem(key, "a collection built elsewhere has no BM25 field of rag_eval's: use 'dense'")
+
+
 _CHECKS: tuple[Check, ...] = (
     _experiment,
     _paths,
@@ -299,4 +327,5 @@ _CHECKS: tuple[Check, ...] = (
     _timing,
     _report,
     _load,
+    _existing,
 )

@@ -95,6 +95,39 @@ class ConfigSpec:
         return None if self.what_if is None else WHAT_IFS[self.what_if](self.config)
 
 
+DEFAULT_MAX_UNRESOLVED = 0.05  # share of a collection's fetched rows that may stay unlocated
+DEFAULT_FUZZY_THRESHOLD = 90.0  # rapidfuzz partial-ratio score a fuzzy location needs (0-100)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectionSpec:
+    """The ``[collection]`` table: a collection built elsewhere, replayed as it is (never written).
+
+    ``fields`` maps the port's hit values onto the collection's fields as written (``id``, ``vector``,
+    ``text`` required; ``doc_id``, ``chunk_index``, ``title``, ``source``, ``category``, ``start``,
+    ``end`` optional; a field, ``json_field.key`` or a dynamic field); it is read against the
+    collection's schema before any query. ``load``: load a collection that is not loaded (None: yes on a
+    Milvus Lite file, whose load state never outlives its process; no on a server).
+    """
+
+    name: str
+    fields: Mapping[str, str]
+    load: bool | None = None
+    partitions: tuple[str, ...] = ()
+    max_unresolved: float = DEFAULT_MAX_UNRESOLVED
+    fuzzy_threshold: float = DEFAULT_FUZZY_THRESHOLD
+
+    def loads(self, *, server: bool) -> bool:
+        """Whether a run may load the collection (see ``load``)."""
+        return self.load if self.load is not None else not server
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "fields": dict(self.fields), "load": self.load, "partitions": list(self.partitions),
+            "max_unresolved": self.max_unresolved, "fuzzy_threshold": self.fuzzy_threshold,
+        }  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Experiment:
     """Everything a run needs to know, from the data set to the gates; built unchecked (see
@@ -127,6 +160,7 @@ class Experiment:
     drilldown_queries: int | None = None  # queries in the HTML report's drill-down (None: its default)
     gates: Mapping[str, Any] | None = None  # the [gates] table as written; rag_eval.compare reads it
     load: LoadSettings | None = None  # the [load] table: `rag-eval run` then measures latency under load too
+    existing: CollectionSpec | None = None  # the [collection] table: replay a collection built elsewhere
 
     @property
     def baseline_spec(self) -> ConfigSpec:
@@ -158,7 +192,11 @@ class Experiment:
 
     @property
     def target(self) -> SearchTarget:
-        """Where this experiment searches (the collection is None until the ingest names it)."""
+        """Where this experiment searches (the collection is None until the ingest names it; a collection
+        built elsewhere is searched with the index it has)."""
+        if self.existing is not None:
+            return SearchTarget(uri=self.resolved_uri, collection=self.existing.name, index=None,
+                                token_env=self.token_env, timeout=self.timeout)  # fmt: skip
         return SearchTarget(
             uri=self.resolved_uri, collection=self.collection, index=self.index, token_env=self.token_env,
             timeout=self.timeout,
@@ -186,6 +224,7 @@ class Experiment:
             "query_limit": self.query_limit,
             "production_cap": self.production_cap,
             "timing": self.timing.as_dict(),
+            **({"existing": self.existing.as_dict()} if self.existing is not None else {}),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -225,6 +264,7 @@ class Experiment:
             "report": {"drilldown_queries": self.drilldown_queries},
             "gates": dict(self.gates) if self.gates is not None else None,
             "load": self.load.as_dict() if self.load is not None else None,
+            "collection": self.existing.as_dict() if self.existing is not None else None,
         }
 
 

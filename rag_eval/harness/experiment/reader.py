@@ -52,6 +52,14 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         section = _section(table, name, base, problems)
         fields |= read(section)
         section.finish()
+    if "collection" in table:  # replayed as it is: nothing of ours is chunked or ingested
+        problems.extend(
+            ConfigProblem(name, "a [collection] experiment replays that collection as it is: remove this table")
+            for name in ("chunker", "ingest")
+            if name in table
+        )
+        if isinstance(table.get("milvus"), Mapping) and "collection" in table["milvus"]:
+            problems.append(ConfigProblem("milvus.collection", "the collection is [collection] name: remove this"))
     fields |= read_configs(table.get("configs", []), base=base, problems=problems, baseline=fields.pop("baseline"))
     exp = Experiment(**fields)
     raise_problems([*problems, *check_experiment(exp)], source)

@@ -21,7 +21,15 @@ from typing import Any
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
 from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.experiment.checks import CUTOFF_RULE, path_problem
-from rag_eval.harness.experiment.model import DEFAULT_CACHE_DIR, DEFAULT_CUTOFFS, DEFAULT_PROFILE, PROFILES
+from rag_eval.harness.experiment.model import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_CUTOFFS,
+    DEFAULT_FUZZY_THRESHOLD,
+    DEFAULT_MAX_UNRESOLVED,
+    DEFAULT_PROFILE,
+    PROFILES,
+    CollectionSpec,
+)
 from rag_eval.harness.experiment.section import TableReader
 from rag_eval.harness.load_settings import settings_from_table
 from rag_eval.harness.timing import LatencyMode, TimingPlan
@@ -94,6 +102,35 @@ def _index(t: TableReader) -> IndexSpec:
     )
     t.finish()
     return spec
+
+
+def read_collection(t: TableReader) -> Fields:
+    """``[collection]`` name (required), load, partitions, fields (required: id, vector, text),
+    max_unresolved, fuzzy_threshold: a collection built elsewhere, replayed as it is."""
+    if not t.present:
+        return {"existing": None}
+    name = t.get("name", str)
+    if not name or not name.strip():
+        t.problem("name", "required: the collection to replay")
+    fields = t.get("fields", Mapping, {})
+    bad = [k for k, v in fields.items() if not isinstance(v, str)]
+    for key in bad:
+        t.problem(f"fields.{key}", f"expected a field name (text), got {fields[key]!r}")
+    partitions = t.get("partitions", list, [])
+    if not all(isinstance(p, str) and p.strip() for p in partitions):
+        t.problem("partitions", f"expected partition names, got {partitions!r}")
+        partitions = []
+    max_unresolved = t.get("max_unresolved", (int, float), DEFAULT_MAX_UNRESOLVED)
+    threshold = t.get("fuzzy_threshold", (int, float), DEFAULT_FUZZY_THRESHOLD)
+    spec = CollectionSpec(
+        name=name or "",
+        fields={k: v for k, v in fields.items() if k not in bad},
+        load=t.get("load", bool),
+        partitions=tuple(partitions),
+        max_unresolved=float(max_unresolved),
+        fuzzy_threshold=float(threshold),
+    )
+    return {"existing": spec}
 
 
 def read_ingest(t: TableReader) -> Fields:
@@ -175,6 +212,7 @@ TABLES: Mapping[str, TableRead] = {
     "chunker": read_chunker,
     "embedder": read_embedder,
     "milvus": read_milvus,
+    "collection": read_collection,
     "ingest": read_ingest,
     "metrics": read_metrics,
     "timing": read_timing,
@@ -186,4 +224,5 @@ TABLES: Mapping[str, TableRead] = {
 SHAPES: Mapping[str, str] = {
     "gates": "expected a table ([gates] with file = PATH, or checks = [...])",
     "load": "expected a table ([load] with concurrency, duration, ...)",
+    "collection": "expected a table ([collection] with name = ..., fields = { id = ..., vector = ..., text = ... })",
 }
