@@ -105,6 +105,11 @@ def resolve(
     """Locate ``rows`` in ``dataset``'s documents and make the chunks the labels are computed on."""
     texts = {d.id: d.text for d in dataset.documents.values()}
     locations = locate_rows(texts, rows, fuzzy_threshold=fuzzy_threshold)
+    return from_locations(dataset, locations, min_overlap_chars=min_overlap_chars)
+
+
+def from_locations(dataset: Dataset, locations: Sequence[Location], *, min_overlap_chars: int = 1) -> Resolution:
+    """The chunks of rows already located (a resolution read back from its cache)."""
     ranges: dict[str, set[tuple[int, int]]] = defaultdict(set)
     for loc in locations:
         if loc.doc_id is not None:

@@ -18,11 +18,18 @@ from typing import Any
 from rag_eval.core.errors import CollectionNotFoundError, CollectionNotLoadedError, FilterError, SearchRequestError
 from rag_eval.core.types import KnowledgeSearchHit, fast_constructor
 from rag_eval.datasets.locate import StoredRow
-from rag_eval.search.milvus.collection import Collection, count, load_state, read_description
+from rag_eval.search.milvus.collection import (
+    Collection,
+    collection_of,
+    count,
+    ensure_loaded,
+    load_state,
+    read_description,
+)
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.fields import VECTOR_TYPES, FieldMap, as_index, as_text
 from rag_eval.search.milvus.lazy import pymilvus
-from rag_eval.search.milvus.schema import IndexSpec
+from rag_eval.search.milvus.schema import IndexSpec, SearchTarget
 
 _new_hit = fast_constructor(KnowledgeSearchHit)
 PAGE_ROWS = 1_000  # rows a query_iterator page holds
@@ -259,11 +266,55 @@ class CollectionRows:
                 if row.doc_id is None or row.doc_id in known:
                     yield row
 
+
+class ForeignCollection:
+    """One collection built elsewhere, opened to be read: described at once, loaded only when ``load``
+    (a collection that is not loaded is refused otherwise), closed with the block.
+
+    >>> import tempfile
+    >>> from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore, SearchTarget
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> target = SearchTarget(uri=f"{tmp.name}/milvus.db", collection="kb", index=IndexSpec.flat())
+    >>> with MilvusStore(target) as store:
+    ...     store.create(dim=2, index=IndexSpec.flat(), manifest={})
+    ...     _ = store.insert([ChunkRow(vector_id=1, doc_id="lag", chunk_index=0, content="Check the lag.", title="",
+    ...                                source="", category="", start=None, end=None, vector=[1.0, 0.0])])
+    ...     store.finalize()
+    >>> with ForeignCollection(target, load=True) as coll:
+    ...     (coll.info.rows, coll.info.index_of("vector").metric, coll.sample(1)[0]["content"])
+    (1, 'COSINE', 'Check the lag.')
+    >>> tmp.cleanup()
+    """
+
+    def __init__(self, target: SearchTarget, *, load: bool) -> None:
+        self.target = target
+        self.name = name = collection_of(target)
+        self._conn = Connection(target)
+        try:
+            info = describe_any(self._conn, name)
+            if info.load_state != "Loaded":
+                ensure_loaded(self._conn, name, load)
+                info = describe_any(self._conn, name)
+            self.info = info
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def rows(self, fields: FieldMap, partitions: Sequence[str] = ()) -> CollectionRows:
+        return CollectionRows(self._conn, self.info, fields, partitions)
+
     def sample(self, n: int) -> list[dict[str, Any]]:
-        """The first ``n`` rows with every field but vectors (what ``inspect`` shows)."""
-        names = [f.name for f in self.info.fields if f.type not in VECTOR_TYPES]
-        if self.info.dynamic:
-            names.append("$meta")
-        conn, name = self._conn, self.info.name
-        rows = conn.call("query", conn.client.query, name, filter="", output_fields=names, limit=n, collection=name)
-        return [dict(r) for r in rows]
+        """The first ``n`` rows, every field but vectors, dynamic fields included."""
+        conn, name = self._conn, self.name
+        rows = conn.call("query", conn.client.query, name, filter="", output_fields=["*"], limit=n, collection=name)
+        vectors = {f.name for f in self.info.vector_fields()}
+        return [{k: v for k, v in dict(r).items() if k not in vectors} for r in rows]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> ForeignCollection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
