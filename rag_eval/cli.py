@@ -165,13 +165,13 @@ def _print_gates(document: dict[str, Any], *, console: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from rag_eval.reports.summary import HEADLINE, gate_rows
+    from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
 
     console = console or Console()
     console = Console(width=max(console.width, 150), file=console.file)
     rows = gate_rows(document)
     code = int(document["exit_code"])
-    table = Table(title=f"gates ({escape(str(document['gates_file']))}): {HEADLINE.get(code, code)}")
+    table = Table(title=f"gates ({escape(str(document['gates_file']))}): {EXIT_HEADLINE.get(code, code)}")
     for column in ("config", "vs", "gate", "severity", "value", "delta", "interval", "verdict"):
         table.add_column(column, justify="right" if column in ("value", "delta") else "left")
     style = {"pass": "green", "warn": "yellow", "underpowered": "yellow", "fail": "bold red", "error": "bold red"}

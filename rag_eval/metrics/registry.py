@@ -31,6 +31,7 @@ the open families too (``lost:<stage>``, ``content_duplicates:<breakdown>:<value
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -207,20 +208,20 @@ LATENCY: tuple[Measure, ...] = (
         digits=1,
     ),
     Measure(
-        name="search_latency:p95_ci_low_us", label="search latency p95, 95% interval low", group="latency",
+        name="search_latency:p95_ci_low_us", label="search p95, 95% interval, low", group="latency",
         higher_is_better=None, unit="us", digits=0,
     ),
     Measure(
-        name="search_latency:p95_ci_high_us", label="search latency p95, 95% interval high", group="latency",
+        name="search_latency:p95_ci_high_us", label="search p95, 95% interval, high", group="latency",
         higher_is_better=None, unit="us", digits=0,
     ),
     Measure(
-        name="search_latency:p95_ci_coverage", label="search latency p95, interval coverage", group="latency",
+        name="search_latency:p95_ci_coverage", label="search p95, 95% interval, coverage", group="latency",
         higher_is_better=None, unit="score", digits=3,
     ),
     Measure(
-        name="search_latency:timed_queries", label="queries timed", group="latency", higher_is_better=None,
-        unit="count", digits=0,
+        name="search_latency:timed_queries", label="queries with a timed search", group="latency",
+        higher_is_better=None, unit="count", digits=0,
     ),
 )  # fmt: skip
 
@@ -233,6 +234,8 @@ COUNTS: tuple[Measure, ...] = (
 
 FIXED = MISSION + PAYLOAD + LATENCY + COUNTS  # every measure but the standard ones and the open families
 _BY_NAME = {m.name: m for m in FIXED}
+
+_STANDARD_NAME = re.compile(rf"(?:{'|'.join(STANDARD)})@[0-9]+|RR")  # a name of measure_names, at any cutoff
 
 # content_duplicates:<breakdown>:<value>, as the summary breaks the content duplicates down
 BREAKDOWNS = {"cause": "cause", "key_kind": "key kind", "row_identity": "row identity"}
@@ -294,8 +297,7 @@ def find(name: str) -> Measure | None:
         return _BY_NAME[name]
     head, _, rest = name.partition(":")
     if head in ("chunk", "doc"):
-        family, _, cutoff = rest.partition("@")
-        if (family in STANDARD and cutoff.isdigit()) or rest == "RR":
+        if _STANDARD_NAME.fullmatch(rest):
             level: Literal["chunk", "doc"] = "chunk" if head == "chunk" else "doc"
             return _standard(level, rest)
     elif head == "lost" and rest:
