@@ -195,6 +195,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from rag_eval import jobs
+    from rag_eval.reports.console import summary_table
 
     cluster = _cluster(args)
     exp = _experiment(args)
@@ -218,7 +219,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     table.add_column("measure")
     for name in result.summary["configs"]:
         table.add_column(escape(name + (" (baseline)" if name == exp.baseline else "")), justify="right")
-    for label, values in jobs.summary_table(result.summary):
+    for label, values in summary_table(result.summary):
         table.add_row(escape(label), *(escape(v) for v in values))
     console = Console(width=max(100, 40 + 22 * len(result.summary["configs"])))
     console.print(table)
