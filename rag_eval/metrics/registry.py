@@ -20,10 +20,11 @@ from the entry (:func:`rag_eval.metrics.measures.declared_values`), the comparis
 console and the reports show it. For a per-query column ``cap_ok_true`` (1.0 where no true document
 is over the cap), the entry is
 
->>> Measure(name="cap_compliance_true", label="cap compliance (true documents)", group="mission",
-...         higher_is_better=True, unit="share", digits=1, compared=Compared(kind="mean", column="cap_ok_true"))
-... # doctest: +ELLIPSIS
-Measure(name='cap_compliance_true', label='cap compliance (true documents)', group='mission', ...)
+>>> entry = Measure(name="cap_compliance_true", label="cap compliance (true documents)", group="mission",
+...                 higher_is_better=True, unit="share", digits=1,
+...                 compared=Compared(kind="mean", column="cap_ok_true"))
+>>> entry in MISSION, find("cap_compliance_true") == entry
+(True, True)
 
 Standard measures exist at the run's cutoffs (:func:`standard`); :func:`find` resolves any name,
 the open families too (``lost:<stage>``, ``content_duplicates:<breakdown>:<value>``).
@@ -285,8 +286,9 @@ def declared(cutoffs: Sequence[int]) -> tuple[Measure, ...]:
 
 
 def find(name: str) -> Measure | None:
-    """The entry of a measure by name, at any cutoff and of any stage or breakdown value; None for a
-    name the registry does not declare.
+    """The entry of a measure by name: a declared one, a standard measure at any cutoff, the relevant
+    chunks lost at any stage, a content-duplicate count by any breakdown value; None for a name the
+    registry does not declare.
 
     >>> find("doc:nDCG@20").label, find("lost:cap").label, find("content_duplicates:cause:x").label
     ('document nDCG@20', 'relevant chunks lost: cap', 'content duplicates by cause: x')
