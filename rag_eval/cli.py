@@ -165,13 +165,13 @@ def _print_gates(document: dict[str, Any], *, console: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from rag_eval.reports.summary import HEADLINE, gate_rows
+    from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
 
     console = console or Console()
     console = Console(width=max(console.width, 150), file=console.file)
     rows = gate_rows(document)
     code = int(document["exit_code"])
-    table = Table(title=f"gates ({escape(str(document['gates_file']))}): {HEADLINE.get(code, code)}")
+    table = Table(title=f"gates ({escape(str(document['gates_file']))}): {EXIT_HEADLINE.get(code, code)}")
     for column in ("config", "vs", "gate", "severity", "value", "delta", "interval", "verdict"):
         table.add_column(column, justify="right" if column in ("value", "delta") else "left")
     style = {"pass": "green", "warn": "yellow", "underpowered": "yellow", "fail": "bold red", "error": "bold red"}
@@ -195,6 +195,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from rag_eval import jobs
+    from rag_eval.reports.console import summary_table
 
     cluster = _cluster(args)
     exp = _experiment(args)
@@ -218,7 +219,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     table.add_column("measure")
     for name in result.summary["configs"]:
         table.add_column(escape(name + (" (baseline)" if name == exp.baseline else "")), justify="right")
-    for label, values in jobs.summary_table(result.summary):
+    for label, values in summary_table(result.summary):
         table.add_row(escape(label), *(escape(v) for v in values))
     console = Console(width=max(100, 40 + 22 * len(result.summary["configs"])))
     console.print(table)

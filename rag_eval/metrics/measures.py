@@ -34,30 +34,15 @@ from rag_eval.core.identity import key_kind
 from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
 from rag_eval.metrics import perquery
 from rag_eval.metrics.columns import flat_values
-from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of, measure_names
+from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of
+from rag_eval.metrics.registry import LATENCY_STAGES, MISSION, Measure, measure_names
 
 __all__ = [
-    "COPY",
-    "PAIR_COLUMNS",
-    "SAME_TEXT",
-    "chunk_ranking",
-    "content_duplicate_breakdown",
-    "doc_of",
-    "doc_ranking",
-    "first_occurrences",
-    "latency_stats",
-    "max_chunks_per_document",
-    "measure_names",
-    "pair_frame",
-    "per_query_frame",
-    "quantile_ci",
-    "query_values",
-    "row_identity",
-    "same_doc_pairs",
-    "standard_measures",
-    "summarize",
-    "summary_frame",
-]
+    "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "content_duplicate_breakdown", "declared_values", "doc_of",
+    "doc_ranking", "first_occurrences", "latency_stats", "max_chunks_per_document", "measure_names", "pair_frame",
+    "per_query_frame", "quantile_ci", "query_values", "row_identity", "same_doc_pairs", "standard_measures",
+    "summarize", "summary_frame",
+]  # fmt: skip
 
 
 def first_occurrences(items: Iterable[str]) -> list[str]:
@@ -221,7 +206,8 @@ def quantile_ci(
     }
 
 
-LATENCY = ("search", "postprocess", "projection", "transform", "e2e")
+# summary.json's order of the stages (transform, timed last, comes before the end-to-end total)
+LATENCY = tuple(sorted(LATENCY_STAGES, key=lambda stage: (stage == "e2e", stage == "transform")))
 SUMMARY_COLUMNS = (
     *perquery.COLUMNS,
     "lost_stages",
@@ -353,6 +339,7 @@ def summarize(
             "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
             "search_latency": quantile_ci(column["search_us"][rows]),
         }
+        out[name].update(declared_values(sub, MISSION, out[name]))
     return out, m
 
 
@@ -389,8 +376,34 @@ def _mean(values: Sequence[float] | pd.Series) -> float:
     return float(arr.mean()) if arr.size else math.nan
 
 
-def _ratio(num: int, den: int) -> float:
+def _ratio(num: float, den: float) -> float:
     return num / den if den else math.nan
+
+
+def declared_values(frame: pd.DataFrame, entries: Sequence[Measure], summary: Mapping[str, Any]) -> dict[str, float]:
+    """The summary value of each measure of ``entries`` compared by query as a mean or a rate of
+    per-query columns of ``frame`` that ``summary`` does not hold yet: a measure declared in the
+    registry (:mod:`rag_eval.metrics.registry`) with its column needs no code of its own here.
+
+    >>> from rag_eval.metrics.registry import Compared
+    >>> frame = pd.DataFrame({"ok": [1.0, 0.0, math.nan], "n": [1, 2, 3], "of": [2, 2, 4]})
+    >>> how = {"a": Compared(kind="mean", column="ok"), "b": Compared(kind="rate", numerator="n", denominator="of"),
+    ...        "c": Compared(kind="max", column="ok")}
+    >>> entries = [Measure(name=n, label=n, group="mission", higher_is_better=None, unit="share", digits=1,
+    ...                    compared=c) for n, c in how.items()]
+    >>> declared_values(frame, entries, {}), declared_values(frame, entries, {"a": 0.1})
+    ({'a': 0.5, 'b': 0.75}, {'b': 0.75})
+    """
+    out: dict[str, float] = {}
+    for entry in entries:
+        how = entry.compared
+        if entry.name in summary or how is None or how.per != "query":
+            continue
+        if how.kind == "mean" and how.column in frame.columns:
+            out[entry.name] = _mean(frame[how.column].dropna())
+        elif how.kind == "rate" and how.numerator in frame.columns and how.denominator in frame.columns:
+            out[entry.name] = _ratio(float(frame[how.numerator].sum()), float(frame[how.denominator].sum()))
+    return out
 
 
 def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

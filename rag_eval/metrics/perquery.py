@@ -34,6 +34,7 @@ from rag_eval.metrics.columns import (
     per_row,
     rank_in_row,
 )
+from rag_eval.metrics.registry import measure_names
 
 COPY = "re-ingested copy"
 SAME_TEXT = "same text, other chunk"
@@ -77,13 +78,6 @@ class PerQuery:
 
 def doc_of(chunk_key: str) -> str:
     return chunk_key.rsplit(CHUNK_SEPARATOR, 1)[0]
-
-
-def measure_names(cutoffs: Sequence[int]) -> list[str]:
-    names: list[str] = []
-    for prefix in ("P", "R", "nDCG", "Success"):
-        names.extend(f"{prefix}@{k}" for k in cutoffs)
-    return [*names, "RR"]
 
 
 BATCH_ROWS = 8192  # rows measured at once: small hash tables and temporaries, and bounded memory

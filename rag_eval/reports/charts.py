@@ -24,7 +24,8 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from rag_eval.reports.measures import LATENCY_STAGES, loss_label, loss_order
+from rag_eval.metrics.registry import LATENCY_STAGES
+from rag_eval.reports.display import loss_label, loss_order
 
 _RC: dict[Any, Any] = {
     "svg.fonttype": "none",

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from rag_eval.metrics.measures import doc_of
-from rag_eval.reports.measures import loss_label, loss_order
+from rag_eval.reports.display import loss_label, loss_order
 
 DEFAULT_MAX_QUERIES = 300
 

@@ -23,8 +23,8 @@ from scipy import stats
 
 from rag_eval.metrics.measures import same_doc_pairs
 from rag_eval.reports import charts
+from rag_eval.reports.display import Measure, flatten_config, measure
 from rag_eval.reports.load import curve_chart
-from rag_eval.reports.measures import flatten_config
 from rag_eval.reports.rundata import TIME_COLUMNS, RunData
 
 SWEEP_KEYS = {
@@ -114,11 +114,7 @@ def sweep_chart(data: RunData) -> str | None:
     key, configs = family
     cutoffs = data.summary.get("cutoffs") or [5]
     k = 5 if 5 in cutoffs else cutoffs[-1]
-    measures = {
-        "same_doc_multi_chunk_recall": "same-doc multi-chunk recall",
-        f"chunk:R@{k}": f"chunk R@{k}",
-        f"chunk:nDCG@{k}": f"chunk nDCG@{k}",
-    }
+    measures = {m: measure(m).label for m in ("same_doc_multi_chunk_recall", f"chunk:R@{k}", f"chunk:nDCG@{k}")}
     flats = {n: flatten_config(c) for n, c in data.summary["configs"].items()}
     xs = [float(dict(c["rag"])[key]) for c in configs]
     series = {
@@ -156,13 +152,14 @@ def trend_chart(data: RunData) -> str | None:
     if data.history is None:
         return None
     time_column = next(c for c in TIME_COLUMNS if c in data.history.columns)
-    measures = [
-        ("same_doc_multi_chunk_recall", "same-document multi-chunk recall"),
-        ("duplicate_rate", "duplicate rate (evidence key)"),
-        ("chunk:nDCG@5", "chunk nDCG@5"),
-        ("latency:postprocess:p95", "post-process p95 (µs)"),
-    ]
+    names = ("same_doc_multi_chunk_recall", "duplicate_rate", "chunk:nDCG@5", "latency:postprocess:p95")
+    measures = [(name, _axis_label(measure(name))) for name in names]
     return charts.trend(data.history, time_column, measures)
+
+
+def _axis_label(m: Measure) -> str:
+    """A chart's name of a measure: its label, with the unit of a timing (drawn in microseconds)."""
+    return f"{m.label} (µs)" if m.unit == "us" else m.label
 
 
 def all_charts(data: RunData) -> list[tuple[str, str]]:

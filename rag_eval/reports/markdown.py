@@ -1,17 +1,56 @@
-"""The Markdown report of one run (``DIR/report.md``), rendered with jinja2."""
+"""The Markdown report of one run (``DIR/report.md``), rendered with jinja2.
+
+The rows of its evidence-identity table are registry measures (:mod:`rag_eval.metrics.registry`):
+their labels and decimals are the registry's.
+
+>>> config = {"duplicate_rate": 0.05, "cap_compliance": 1.0, "n_cap_violations": 0, "cap_compliance_true": 0.5,
+...           "n_true_cap_violations": 3, "content_duplicates": {"by_key_kind": {"vector": 2}},
+...           "payload": {"chunks_delivered_mean": 4.5}}
+>>> [r for r in identity_rows({"configs": {"a": config}}, ["a"]) if r[1] != ["–"]]  # doctest: +NORMALIZE_WHITESPACE
+[('duplicate rate (evidence key)', ['5.0%']), ('content duplicates by key kind: chunk', ['0']),
+ ('content duplicates by key kind: vector', ['2']), ('content duplicates by key kind: rank', ['0']),
+ ('cap compliance (stored doc ids)', ['100.0% (0 violations)']),
+ ('cap compliance (true documents)', ['50.0% (3 violations)']), ('chunks delivered per query', ['4.50'])]
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
 
+from rag_eval.metrics.perquery import KIND_LABELS
+from rag_eval.metrics.registry import LATENCY_STAGES
+from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.templating import environment
+
+KEY_KINDS = tuple(str(kind) for kind in KIND_LABELS)
+IDENTITY_MEASURES = (
+    "same_doc_multi_chunk_recall",
+    "same_doc_multi_chunk_recall_cap_aware",
+    "same_doc_pairs",
+    "duplicate_rate",
+    "content_duplicate_rate",
+    "content_duplicate_rate_copies",
+    "content_duplicate_rate_same_text",
+    *(f"content_duplicates:key_kind:{kind}" for kind in KEY_KINDS),
+    "raw_duplicate_rate",
+    "raw_content_duplicate_rate",
+    "evidence_guard_1to1",
+    "cap_compliance",
+    "cap_compliance_true",
+    "return_n_compliance",
+    "payload:chars_p50",
+    "payload:chars_p95",
+    "payload:chunks_delivered_mean",
+)
+_COUNTED = {"cap_compliance": "n_cap_violations", "cap_compliance_true": "n_true_cap_violations"}
 
 
 def _env() -> jinja2.Environment:
-    return environment(html=False, filters={"num": _num, "pct": _pct, "md": md_text})
+    return environment(html=False, filters={"num": _num, "pct": _pct, "md": md_text, "label": _label})
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
@@ -40,6 +79,32 @@ def _pct(value: Any) -> str:
     return "–" if value is None else f"{value:.1%}"
 
 
+def _label(name: str) -> str:
+    return measure(name).label
+
+
+def identity_rows(summary: Mapping[str, Any], names: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """(label, value per config) of the evidence-identity table: a breakdown count a config lacks is 0,
+    a cap compliance carries its count of violations."""
+    flats = {n: flatten_config(summary["configs"][n]) for n in names}
+    rows = []
+    for name in IDENTITY_MEASURES:
+        m = measure(name)
+        default = 0 if name.startswith("content_duplicates:") else None
+        values = [fmt(m, flats[n].get(name, default), grouping=False) for n in names]
+        if name in _COUNTED:
+            values = [f"{v} ({flats[n].get(_COUNTED[name])} violations)" for v, n in zip(values, names, strict=True)]
+        rows.append((m.label, values))
+    return rows
+
+
 def render_markdown(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
     template = _env().get_template("report.md.j2")
-    return template.render(summary=summary, manifest=manifest, names=list(summary["configs"]))
+    names = list(summary["configs"])
+    return template.render(
+        summary=summary,
+        manifest=manifest,
+        names=names,
+        identity=identity_rows(summary, names),
+        stages=LATENCY_STAGES,
+    )

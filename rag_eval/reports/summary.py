@@ -19,7 +19,7 @@ import jinja2
 from rag_eval.reports.templating import environment
 
 VERDICT = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "underpowered": "underpowered", "error": "ERROR"}
-HEADLINE = {0: "PASS", 1: "FAIL (a gate failed)", 2: "ERROR (a gate could not be evaluated)"}
+EXIT_HEADLINE = {0: "PASS", 1: "FAIL (a gate failed)", 2: "ERROR (a gate could not be evaluated)"}
 
 
 def _env() -> jinja2.Environment:
@@ -75,4 +75,4 @@ def gate_rows(document: Mapping[str, Any]) -> list[dict[str, str]]:
 def render_summary(document: Mapping[str, Any]) -> str:
     template = _env().get_template("summary.md.j2")
     code = int(document.get("exit_code", 0))
-    return template.render(doc=document, rows=gate_rows(document), headline=HEADLINE.get(code, f"exit {code}"))
+    return template.render(doc=document, rows=gate_rows(document), headline=EXIT_HEADLINE.get(code, f"exit {code}"))

@@ -16,9 +16,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag_eval.reports.measures import GROUP_TITLES, GROUPS, Measure, flatten_config, measure, normalise_key, ordered
+from rag_eval.metrics.registry import GROUPS, Group
+from rag_eval.reports.display import (
+    GROUP_TITLES,
+    Measure,
+    flatten_config,
+    fmt,
+    fmt_delta,
+    fmt_ratio,
+    measure,
+    normalise_key,
+    ordered,
+    prefers_ratio,
+)
 
-HEADLINE = (
+HEADLINE_MEASURES = (  # the measures of a verdict line
     "same_doc_multi_chunk_recall",
     "duplicate_rate",
     "content_duplicate_rate",
@@ -96,17 +108,17 @@ def _item(m: Measure, base: Any, cand: Any, cm: Mapping[str, Any] | None) -> Ite
     label = str(cm.get("label") or m.label) if cm else m.label
     delta = cm.get("delta") if cm else (None if _nan(base) or _nan(cand) else cand - base)
     significant = bool(cm and cm.get("significant"))
-    if m.prefers_ratio:
+    if prefers_ratio(m):
         ratio = cm.get("ratio") if cm else (cand / base if not _nan(base) and not _nan(cand) and base else None)
-        text = f"{m.fmt_ratio(ratio)} ({m.fmt(cand)})"
-    elif m.kind == "rate" and m.key.endswith(("compliance", "compliance_true", "1to1")):
-        text = f"{m.fmt(cand)} ({m.fmt_delta(delta)})"
+        text = f"{fmt_ratio(ratio)} ({fmt(m, cand)})"
+    elif m.unit == "share" and m.name.endswith(("compliance", "compliance_true", "1to1")):
+        text = f"{fmt(m, cand)} ({fmt_delta(m, delta)})"
     else:
-        text = m.fmt_delta(delta)
+        text = fmt_delta(m, delta)
         if cm and not _nan(cm.get("ci_low")) and not _nan(cm.get("ci_high")):
-            text += f" [{m.fmt_delta(cm['ci_low'])}, {m.fmt_delta(cm['ci_high'])}]"
-        if m.kind == "rate":
-            text += f" ({m.fmt(cand)})"
+            text += f" [{fmt_delta(m, cm['ci_low'])}, {fmt_delta(m, cm['ci_high'])}]"
+        if m.unit == "share":
+            text += f" ({fmt(m, cand)})"
     title = ""
     if cm:
         p = cm.get("p_holm", cm.get("p_value"))
@@ -123,7 +135,7 @@ def verdict(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> li
         metrics = _metric_map(comp) if compare is not None else {}
         base, cand = flats.get(comp["baseline"], {}), flats.get(comp["candidate"], {})
         items = []
-        for key in HEADLINE:
+        for key in HEADLINE_MEASURES:
             cm = metrics.get(key)
             if cm is None and key not in cand:
                 continue
@@ -154,37 +166,38 @@ def metric_table(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) 
     keys: set[str] = {k for f in flats.values() for k in f if not k.startswith("lost:")}
     for mm in maps:
         keys.update(mm)
-    groups: dict[str, list[Row]] = {g: [] for g in GROUPS}
+    groups: dict[Group, list[Row]] = {g: [] for g in GROUPS}
     for m in ordered(keys):
         base_cfg = comps[0]["baseline"] if comps else summary["baseline"]
-        first = maps[0].get(m.key) if maps else None
-        base_value = first.get("baseline") if first else flats.get(base_cfg, {}).get(m.key)
-        row = Row(key=m.key, label=str(first.get("label") or m.label) if first else m.label, baseline=m.fmt(base_value))
+        first = maps[0].get(m.name) if maps else None
+        base_value = first.get("baseline") if first else flats.get(base_cfg, {}).get(m.name)
+        label = str(first.get("label") or m.label) if first else m.label  # compare.json's, as it was compared
+        row = Row(key=m.name, label=label, baseline=fmt(m, base_value))
         for comp, mm in zip(comps, maps, strict=True):
-            row.cells.append(_cell(m, comp, mm.get(m.key), flats))
+            row.cells.append(_cell(m, comp, mm.get(m.name), flats))
         groups[m.group].append(row)
     return [(GROUP_TITLES[g], rows) for g, rows in groups.items() if rows]
 
 
 def _cell(m: Measure, comp: Mapping[str, Any], cm: Mapping[str, Any] | None, flats: Mapping[str, Any]) -> Cell:
     if cm is None:
-        b = flats.get(comp["baseline"], {}).get(m.key)
-        c = flats.get(comp["candidate"], {}).get(m.key)
+        b = flats.get(comp["baseline"], {}).get(m.name)
+        c = flats.get(comp["candidate"], {}).get(m.name)
         delta = None if _nan(b) or _nan(c) else c - b
-        text = m.fmt_delta(delta)
-        if m.prefers_ratio and not _nan(b) and not _nan(c) and b:
-            text = f"{text} ({m.fmt_ratio(c / b)})"
-        return Cell(value=m.fmt(c), delta=text)
-    gates = [g for g in comp.get("gates") or () if normalise_key(str(g.get("metric", ""))) == m.key]
+        text = fmt_delta(m, delta)
+        if prefers_ratio(m) and not _nan(b) and not _nan(c) and b:
+            text = f"{text} ({fmt_ratio(c / b)})"
+        return Cell(value=fmt(m, c), delta=text)
+    gates = [g for g in comp.get("gates") or () if normalise_key(str(g.get("metric", ""))) == m.name]
     gate = sorted((g["outcome"] for g in gates), key=GATE_ORDER.index)[0] if gates else ""
     sig = bool(cm.get("significant"))
     p = cm.get("p_holm", cm.get("p_value"))
-    delta_text = m.fmt_delta(cm.get("delta"))
-    if m.prefers_ratio and not _nan(cm.get("ratio")):
-        delta_text = f"{delta_text} ({m.fmt_ratio(cm['ratio'])})"
-    ci = "" if _nan(cm.get("ci_low")) else f"[{m.fmt_delta(cm['ci_low'])}, {m.fmt_delta(cm['ci_high'])}]"
+    delta_text = fmt_delta(m, cm.get("delta"))
+    if prefers_ratio(m) and not _nan(cm.get("ratio")):
+        delta_text = f"{delta_text} ({fmt_ratio(cm['ratio'])})"
+    ci = "" if _nan(cm.get("ci_low")) else f"[{fmt_delta(m, cm['ci_low'])}, {fmt_delta(m, cm['ci_high'])}]"
     return Cell(
-        value=m.fmt(cm.get("candidate")),
+        value=fmt(m, cm.get("candidate")),
         delta=delta_text,
         ci=ci,
         mark="*" if sig else "",
