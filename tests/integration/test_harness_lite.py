@@ -209,6 +209,12 @@ def test_resume_after_a_crash_gives_the_same_rows(tmp_path: Path, monkeypatch: p
     )
 
 
+_WITH_CTRL_C = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv = ['rag-eval', *sys.argv[1:]]; runpy.run_module('rag_eval.cli', run_name='__main__')"
+)
+
+
 def test_ctrl_c_then_resume_with_the_command(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -224,7 +230,11 @@ def test_ctrl_c_then_resume_with_the_command(tmp_path: Path) -> None:
         "--out",
         str(out),
     ]
-    proc = subprocess.Popen(base, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    # a process started in the background of a shell without job control (a CI runner's `cmd &`) starts
+    # with SIGINT ignored, its children too, and Python then leaves Ctrl-C ignored: the child here takes
+    # Python's own handler first, as a process started from a terminal has it
+    interruptible = [sys.executable, "-c", _WITH_CTRL_C, *base[3:]]
+    proc = subprocess.Popen(interruptible, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     parts = out / ".parts"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(parts.glob("batch-*.parquet"))) < 2:
