@@ -143,7 +143,7 @@ class FieldMap:
         assert self.doc_id is not None
         if field_is_scalar and not self.doc_id.path:
             return f'{self.doc_id.expr} == ""'
-        return f'not exists {self.doc_id.expr} or {self.doc_id.expr} == ""'
+        return f'(not exists {self.doc_id.expr}) or ({self.doc_id.expr} == "")'
 
 
 def parse_field_map(table: Mapping[str, str], *, schema: Mapping[str, str], dynamic: bool) -> FieldMap:

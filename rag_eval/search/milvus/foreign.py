@@ -243,21 +243,29 @@ class CollectionRows:
         return ref is not None and not ref.dynamic and not ref.path and self.info.schema().get(ref.field) == "VARCHAR"
 
     def of_documents(self, doc_ids: Sequence[str]) -> Iterator[StoredRow]:
-        """The rows whose doc id is one of ``doc_ids``, then the rows with no doc id at all; every row when
-        the collection maps no doc id (or its filter cannot be written there: a key inside a JSON text)."""
+        """The rows whose doc id is one of ``doc_ids``, then the rows with no doc id at all, each once; every
+        row when the collection maps no doc id (or no filter reaches it there: a key inside a JSON text)."""
         wanted = self.fields.output_fields()
-        if self.fields.doc_id is None:
+        given: set[str] = set()
+        for row in self._of_documents(doc_ids, wanted):
+            if row.pk not in given:
+                given.add(row.pk)
+                yield row
+
+    def _of_documents(self, doc_ids: Sequence[str], wanted: list[str]) -> Iterator[StoredRow]:
+        ref = self.fields.doc_id
+        if ref is None:
             yield from (self.stored(r) for r in self.raw("", wanted))
             return
         scalar = self._doc_field_is_scalar()
+        filters = [self.fields.doc_filter(doc_ids[i : i + DOCS_PER_FILTER], field_is_scalar=scalar)
+                   for i in range(0, len(doc_ids), DOCS_PER_FILTER)]  # fmt: skip
+        filters.append(self.fields.missing_doc_filter(field_is_scalar=scalar))
         try:
-            for start in range(0, len(doc_ids), DOCS_PER_FILTER):
-                expr = self.fields.doc_filter(doc_ids[start : start + DOCS_PER_FILTER], field_is_scalar=scalar)
+            for expr in filters:
                 yield from (self.stored(r) for r in self.raw(expr, wanted))
-            missing = self.fields.missing_doc_filter(field_is_scalar=scalar)
-            yield from (self.stored(r) for r in self.raw(missing, wanted))
         except (FilterError, SearchRequestError):
-            if not self.fields.doc_id.path:
+            if not ref.path:
                 raise
             # no filter reaches into a JSON text: read every row and keep those of these documents
             known = set(doc_ids)
@@ -265,7 +273,6 @@ class CollectionRows:
                 row = self.stored(r)
                 if row.doc_id is None or row.doc_id in known:
                     yield row
-
 
 class ForeignCollection:
     """One collection built elsewhere, opened to be read: described at once, loaded only when ``load``
