@@ -180,7 +180,7 @@ def test_described_suggested_read_searched_and_left_as_it_was(foreign: tuple[str
         assert sorted((r.start, r.end) for r in rows if r.doc_id == "lag") == [(0, 5), (10, 15)]
     with MilvusSearch(target, lambda qs: [query_vector(q) for q in qs], fields=fields) as port:
         hits = port.search(KnowledgeSearchRequest(query="relay log", top_k=4))
-    assert [h.content for h in hits][0] == TEXTS[1][1]
+    assert hits[0].content == TEXTS[1][1]
     assert (hits[0].doc_id, hits[0].source, hits[0].chunk_index) == ("lag", "kb/lag.md", None)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)  # L2 distances negated
     assert len({h.id for h in hits}) == len(TEXTS)
