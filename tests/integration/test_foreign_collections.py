@@ -190,9 +190,9 @@ def test_described_suggested_read_searched_and_left_as_it_was(foreign: tuple[str
 def test_a_collection_that_is_not_loaded_is_refused_unless_loading_is_allowed(
     lite_uri: str, collection_name: str
 ) -> None:
-    from rag_eval.core.errors import CollectionNotLoadedError
-
     from pymilvus import MilvusClient
+
+    from rag_eval.core.errors import CollectionNotLoadedError
 
     by_hand(lite_uri, collection_name, "json")
     client = MilvusClient(lite_uri)
