@@ -205,8 +205,9 @@ def test_a_collection_that_is_not_loaded_is_refused_unless_loading_is_allowed(
         assert coll.info.load_state == "Loaded"
 
 
-def test_server_collections_are_not_loaded_by_a_read_that_may_not(server_uri: str, collection_name: str,
-                                                                  drop_after: Callable[[str, str], None]) -> None:  # fmt: skip
+def test_server_collections_are_not_loaded_by_a_read_that_may_not(
+    server_uri: str, collection_name: str, drop_after: Callable[[str, str], None]
+) -> None:
     from pymilvus import MilvusClient
 
     from rag_eval.core.errors import CollectionNotLoadedError
