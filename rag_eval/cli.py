@@ -233,19 +233,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace) -> Any:
     """The Dask cluster of ``--workers`` / ``--scheduler`` / ``--parts`` (None: replay in this process)."""
-    if args.workers is None and args.scheduler is None:
-        if args.parts is not None:
-            raise _usage("--parts", "give --workers N or --scheduler ADDRESS with it")
-        return None
-    from rag_eval.harness import distributed
+    from rag_eval.harness.execution import cluster_of
 
-    if args.workers is not None and args.scheduler is not None:
-        raise _usage("--workers", "give --workers N (local processes) or --scheduler ADDRESS, not both")
-    return distributed.Cluster(
-        workers=distributed.parse_workers(args.workers) if args.workers is not None else None,
-        scheduler=distributed.parse_scheduler(args.scheduler) if args.scheduler is not None else None,
-        parts_url=distributed.check_parts_url(args.parts) if args.parts is not None else None,
-    )
+    return cluster_of(workers=args.workers, scheduler=args.scheduler, parts=args.parts)
 
 
 def _add_cluster_args(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
 from rag_eval.files import json_safe, write_json, write_parquet, write_text
 from rag_eval.harness import provenance
-from rag_eval.harness.distributed import Cluster
+from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, ensure_collection
 from rag_eval.harness.load import LoadResult, load_step, refuse_lite

@@ -1,43 +1,26 @@
 """The replay's query batches as tasks on Dask distributed: N local worker processes, or a cluster.
 
-The driver (the ``rag-eval run`` process) prepares, ingests and times the searches the timing plan picks,
-serially, before any worker starts; then each batch of queries becomes one task. A worker opens its own
-Milvus client on the experiment's URI (kept for the worker thread's later batches), replays the batch
-through the same :class:`~rag_eval.harness.replay.Replayer` as a serial run, with the driver's search
-timings, and writes the batch's part itself: into the run directory's ``.parts`` (a path the workers
-reach), or under an fsspec URL (``--parts``), from where the driver moves each finished part into
-``.parts``. The driver then assembles the run from ``.parts`` exactly as after a serial replay, and
-``--resume`` skips the parts found there.
+Each batch of queries becomes one task (:class:`BatchTask`), with the search timings the driver (the
+``rag-eval run`` process) took for it beforehand (:class:`~rag_eval.harness.strategies.DaskReplay`). A
+worker opens its own Milvus client on the experiment's URI (kept for the worker thread's later batches),
+replays the batch through the same :class:`~rag_eval.harness.replay.Replayer` as a serial run, with the
+driver's timings, and writes the batch's part itself: into the run directory's ``.parts`` (a path the
+workers reach), or under a parts URL (``--parts``), from where the run store takes it into ``.parts``.
 
 Milvus Lite: a Lite file can be opened by one process at a time, so each worker thread replays on its
 own copy of the built file (copied once, after the driver has closed it; removed when the replay ends).
 
-Only this module imports dask. Scheduling, retries after a lost worker and data transfer are Dask's; the
-driver keeps at most a few tasks per worker thread in flight, so the query vectors travel a few batches
-at a time.
-
->>> parse_workers("4"), parse_scheduler("tcp://10.0.0.5:8786"), parse_scheduler("scheduler.local:8786")
-(4, 'tcp://10.0.0.5:8786', 'tcp://scheduler.local:8786')
->>> for bad in ("0", "-2", "1.5", "many", "100000"):
-...     try:
-...         parse_workers(bad)
-...     except ConfigError as exc:
-...         print(exc.problems[0])
-expected a whole number of worker processes from 1 to 256, got '0' @ --workers
-expected a whole number of worker processes from 1 to 256, got '-2' @ --workers
-expected a whole number of worker processes from 1 to 256, got '1.5' @ --workers
-expected a whole number of worker processes from 1 to 256, got 'many' @ --workers
-expected a whole number of worker processes from 1 to 256, got '100000' @ --workers
+Only this module imports dask (the flags are read by :mod:`rag_eval.harness.execution`, without it).
+Scheduling, retries after a lost worker and data transfer are Dask's; the driver keeps at most a few
+tasks per worker thread in flight, so the query vectors travel a few batches at a time.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
@@ -47,85 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.core.errors import (
-    ClusterError,
-    ConfigError,
-    ConfigProblem,
-    RagEvalError,
-    RunStoreError,
-    SearchUnavailableError,
-)
+from rag_eval.core.errors import ClusterError, RagEvalError, RunStoreError, SearchUnavailableError
 from rag_eval.files import write_parquet
+from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import ConfigSpec
+from rag_eval.harness.parts import part_name
 from rag_eval.harness.replay import BatchTiming, Replayer, long_lived_frozen
 from rag_eval.harness.rows import Truth, rows_to_table
 from rag_eval.search.milvus import MilvusSearch, SearchTarget
 
-MAX_WORKERS = 256  # local worker processes; a larger cluster is a scheduler's (--scheduler)
-CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler, and for a scheduler's first worker
 IN_FLIGHT = 2  # tasks per worker thread submitted ahead: the next batch is there when one finishes
-
-
-def parse_workers(text: str | int) -> int:
-    """``--workers``: a whole number of local worker processes, 1 to :data:`MAX_WORKERS`."""
-    value = str(text).strip()
-    if not value.isdigit() or not 1 <= int(value) <= MAX_WORKERS:
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    "--workers", f"expected a whole number of worker processes from 1 to {MAX_WORKERS}, got {text!r}"
-                )
-            ]
-        )
-    return int(value)
-
-
-def parse_scheduler(text: str) -> str:
-    """``--scheduler``: a Dask scheduler address, ``[tcp|tls]://host:port`` (``host:port`` means tcp)."""
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    value = text.strip()
-    address = value if "://" in value else f"tcp://{value}"
-    problem = f"expected a Dask scheduler address such as tcp://host:8786, got {text!r}"
-    try:
-        scheme, location = parse_address(address, strict=True)
-        host, port = parse_host_port(location)
-    except (ValueError, TypeError):
-        raise ConfigError([ConfigProblem("--scheduler", problem)]) from None
-    if scheme not in ("tcp", "tls") or not host or not isinstance(port, int) or not 0 < port < 65536:
-        raise ConfigError([ConfigProblem("--scheduler", problem)])
-    return address
-
-
-def check_parts_url(url: str) -> str:
-    """``--parts``: a local directory or an fsspec URL the workers and the driver both reach."""
-    import fsspec
-
-    try:
-        fsspec.core.url_to_fs(url)
-    except (ValueError, ImportError) as exc:
-        raise ConfigError([ConfigProblem("--parts", f"not a usable path or fsspec URL {url!r}: {exc}")]) from None
-    return url
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cluster:
-    """Where a replay's batches run: ``workers`` local processes, or the workers of ``scheduler``.
-
-    >>> Cluster(workers=2).label(), Cluster(scheduler="tcp://h:8786").label()
-    ('2 local worker processes (Dask LocalCluster)', 'the workers of the Dask scheduler at tcp://h:8786')
-    """
-
-    workers: int | None = None
-    scheduler: str | None = None
-    parts_url: str | None = None  # where workers write parts; None: the run directory's .parts
-    connect_timeout: float = CONNECT_TIMEOUT
-
-    def label(self) -> str:
-        if self.scheduler is not None:
-            return f"the workers of the Dask scheduler at {self.scheduler}"
-        n = self.workers or 1
-        return f"{n} local worker process{'es' if n != 1 else ''} (Dask LocalCluster)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,10 +64,6 @@ class BatchTask:
     texts: list[str]
     vectors: np.ndarray
     timing: BatchTiming
-
-
-def part_name(number: int) -> str:
-    return f"batch-{number:05d}.parquet"  # as RunStore names the parts it reads
 
 
 # -- the driver -----------------------------------------------------------------------------------
@@ -208,18 +118,17 @@ def replay_batches(
     job: WorkerJob,
     tasks: Iterable[BatchTask],
     *,
-    parts_dir: Path,
     done: Callable[[int, int], None] = lambda number, queries: None,
     client: Any = None,
 ) -> int:
-    """Run every task on ``cluster`` (through ``client`` when already connected to it); each finished part
-    ends up in ``parts_dir`` (moved there from ``job.parts_url`` when that is elsewhere). ``done(number,
-    queries)`` after each batch. Returns the batches run. The first failing batch's error is raised (the
-    project's own errors as they are)."""
+    """Run every task on ``cluster`` (through ``client`` when already connected to it); each worker writes
+    its batch's part under ``job.parts_url``. ``done(number, queries)`` after each batch, before the next
+    is submitted (where the part is taken in from a parts URL): an error it raises ends the replay as a
+    batch's does. Returns the batches run. The first failing batch's error is raised (the project's own
+    errors as they are)."""
     from distributed import as_completed
     from distributed.client import FutureCancelledError
 
-    remote = Path(job.parts_url) != parts_dir
     ran = 0
     with connect(cluster) if client is None else nullcontext(client) as client:
         shared = client.scatter(job, broadcast=True, hash=False)
@@ -235,8 +144,6 @@ def replay_batches(
         try:
             for future in running:
                 number, queries = future.result()
-                if remote:
-                    fetch_part(job.parts_url, number, parts_dir)
                 done(number, queries)
                 ran += 1
                 following = next(pending, None)
@@ -260,45 +167,7 @@ def replay_batches(
         finally:
             with suppress(Exception):
                 client.run(release, job.token, on_error="ignore")
-    if remote:
-        remove_session(job.parts_url)
     return ran
-
-
-def fetch_part(parts_url: str, number: int, parts_dir: Path) -> None:
-    """Move a finished part from ``parts_url`` into ``parts_dir`` (atomically: a resume reads only whole parts)."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(parts_url)
-    name = part_name(number)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parts_dir)
-    os.close(fd)
-    try:
-        fs.get_file(f"{root.rstrip('/')}/{name}", tmp)
-        os.replace(tmp, parts_dir / name)
-        fs.rm_file(f"{root.rstrip('/')}/{name}")
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise RunStoreError(f"cannot move a finished batch in from {parts_url}: {exc}", path=str(parts_dir)) from exc
-
-
-def remove_session(parts_url: str) -> None:
-    """Remove this replay's own directory under the parts URL (never anything else)."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(parts_url)
-    try:
-        if fs.exists(root):
-            fs.rm(root, recursive=True)
-    except OSError:
-        pass  # empty by now: a leftover directory holds nothing anyone reads
-
-
-def session_url(base: str | None, parts_dir: Path) -> str:
-    """Where this replay's workers write: ``parts_dir``, or a new directory of its own under ``base``."""
-    if base is None:
-        return str(parts_dir)
-    return f"{base.rstrip('/')}/rag-eval-{uuid.uuid4().hex[:12]}"
 
 
 # -- the worker -------------------------------------------------------------------------------------

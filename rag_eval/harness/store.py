@@ -24,7 +24,8 @@ never takes half-old, half-new files for a finished run. Files an earlier run pu
 and this one does not are removed (only those: never by pattern); then ``.parts`` goes.
 The parts are read one batch at a time (:meth:`RunStore.iter_parts`) and ``per_query.parquet``
 and the TREC runs are written as they are read, so a run's memory does not grow with its
-number of queries.
+number of queries. Parts that workers write elsewhere, under a parts URL (``--parts``), are taken into
+``.parts`` as they finish (:meth:`RunStore.take_part`, :mod:`rag_eval.harness.parts`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunStoreError
 from rag_eval.files import replaced, write_json, write_parquet, write_text
+from rag_eval.harness import parts
 from rag_eval.harness.rows import SCHEMA, rows_to_table
 
 STATE_FILE = "state.json"
@@ -175,13 +177,27 @@ class RunStore:
             raise RunStoreError(f"cannot prepare the run directory: {exc.strerror}", path=str(self.dir)) from exc
 
     def finished_batches(self) -> set[int]:
-        return {int(p.stem.split("-")[1]) for p in self.parts_dir.glob("batch-*.parquet")}
+        return set(parts.listed(self.parts_dir))
 
     def write_batch(self, number: int, rows: list[dict[str, Any]]) -> None:
         try:
-            write_parquet(self.parts_dir / f"batch-{number:05d}.parquet", rows_to_table(rows))
+            write_parquet(self.parts_dir / parts.part_name(number), rows_to_table(rows))
         except OSError as exc:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
+
+    def parts_url(self, base: str | None) -> str:
+        """Where a replay's workers write their parts: ``.parts`` itself (``base`` None), or a new
+        directory of this replay's own under the parts URL ``base``."""
+        return str(self.parts_dir) if base is None else parts.session_url(base)
+
+    def take_part(self, url: str, number: int) -> Path:
+        """Move a finished part from the parts URL ``url`` into ``.parts``, whole and checked (a damaged
+        part is an error naming it); returns its path there."""
+        return parts.take(url, number, self.parts_dir)
+
+    def drop_parts_url(self, url: str) -> None:
+        """Remove this replay's own directory under a parts URL, once every part is taken from it."""
+        parts.drop_session(url)
 
     def read_parts(self) -> pa.Table:
         """Every part in one table (small runs and tests: a large run reads them one at a time)."""
@@ -192,8 +208,9 @@ class RunStore:
     def iter_parts(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
         """The finished batches' rows in batch order, one part at a time (only ``columns`` when given)."""
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
-        for f in sorted(self.parts_dir.glob("batch-*.parquet")):
-            yield pq.read_table(f, schema=schema, columns=list(columns) if columns is not None else None)
+        found = parts.listed(self.parts_dir)
+        for number in sorted(found):
+            yield pq.read_table(found[number], schema=schema, columns=list(columns) if columns is not None else None)
 
     def check_parts(self) -> None:
         """Refuse parts in which a (query, config) pair appears twice (read by query index, not text)."""

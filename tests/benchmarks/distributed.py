@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from rag_eval.harness.distributed import Cluster
+from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import Experiment, load_experiment
 from rag_eval.harness.ingest import IngestResult
 from rag_eval.harness.replay_step import replay

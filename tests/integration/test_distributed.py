@@ -21,7 +21,8 @@ from distributed import LocalCluster
 
 from rag_eval import cli, jobs
 from rag_eval.core.errors import ClusterError, RunStoreError, SearchUnavailableError
-from rag_eval.harness.distributed import BatchTask, Cluster, WorkerJob, connect, replay_batches
+from rag_eval.harness.distributed import BatchTask, WorkerJob, connect, replay_batches
+from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import load_experiment, with_overrides
 from rag_eval.harness.rows import Truth
 from rag_eval.search.milvus import IndexSpec, SearchTarget
@@ -113,10 +114,10 @@ def test_resume_on_workers_runs_only_the_missing_batches(tmp_path: Path) -> None
 def test_batches_the_workers_wrote_out_of_reach_are_an_error_not_a_smaller_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rag_eval.harness import replay_step
+    from rag_eval.harness import strategies
 
     # as if remote workers had written into a .parts of their own machine's: nothing arrives here
-    monkeypatch.setattr(replay_step, "replay_batches", lambda *args, **kwargs: 3)
+    monkeypatch.setattr(strategies, "replay_batches", lambda *args, **kwargs: 3)
     with pytest.raises(RunStoreError, match=r"3 query batches the workers finished are not in") as caught:
         jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run", cluster=Cluster(workers=2))  # type: ignore[arg-type]
     assert caught.value.exit_code == 3
@@ -134,9 +135,18 @@ def test_a_worker_that_cannot_reach_milvus_is_an_infrastructure_error(tmp_path: 
     task = BatchTask(number=0, batch=[(0, "q0", "replica lag")], texts=["replica lag"],
                      vectors=np.zeros((1, 384), dtype=np.float32), timing=([], {}))  # fmt: skip
     with pytest.raises(SearchUnavailableError) as caught:  # raised in the worker process, with its attributes
-        replay_batches(Cluster(workers=1), job, [task], parts_dir=tmp_path)
+        replay_batches(Cluster(workers=1), job, [task])
     assert caught.value.exit_code == 3 and caught.value.uri and "127.0.0.1:9" in caught.value.uri
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cluster_picks_the_dask_strategy_on_a_client_with_its_workers() -> None:
+    from rag_eval.harness.strategies import DaskReplay, strategy_for
+
+    with strategy_for(Cluster(workers=1)) as strategy:
+        assert isinstance(strategy, DaskReplay) and strategy.cluster == Cluster(workers=1)
+        assert sum(strategy.client.nthreads().values()) == 1  # one process, one thread: one batch at a time
+    assert strategy.client.status == "closed"  # the LocalCluster goes with the replay
 
 
 def test_a_scheduler_that_cannot_be_reached_is_an_infrastructure_error() -> None:
