@@ -151,9 +151,7 @@ def synthetic_run(
         baseline=specs[0].name,
         warmup=0,
     )
-    truth = Truth(
-        rows={r.vector_id: r for r in rows}, relevance=labels.relevance, doc_relevance=dataset.relevant_docs()
-    )
+    truth = Truth.of_rows(rows, relevance=labels.relevance, doc_relevance=dataset.relevant_docs())
     store = RunStore(out)
     started = dt.datetime.now(dt.UTC)
     store.begin({"fingerprint": exp.fingerprint()}, resume=False)

@@ -32,6 +32,7 @@ from rag_eval.datasets.locate import How, Location, StoredRow
 from rag_eval.datasets.resolution import Resolution, from_locations, labelled_documents, resolve
 from rag_eval.files import write_json
 from rag_eval.harness.experiment import CollectionSpec, Experiment
+from rag_eval.harness.ingest import IngestResult
 from rag_eval.search.milvus.fields import FieldMap, FieldMapError, parse_field_map
 from rag_eval.search.milvus.foreign import CollectionInfo, ForeignCollection
 from rag_eval.search.milvus.schema import SearchTarget
@@ -52,6 +53,12 @@ class Existing:
     drift: dict[str, Any] | None  # labels moved since the previous resolution (None: none kept)
     cached: bool  # the resolution was read back (same fingerprint)
     load: bool  # whether the search may load the collection
+
+    def as_ingested(self) -> IngestResult:
+        """The collection as the ingest step's result: searched as it is, read through its field map."""
+        reason = "built elsewhere, replayed as it is (read only)"
+        return IngestResult(target=self.target, manifest=self.provenance(), reused=True, rows=self.info.rows,
+                            embedded=0, seconds=0.0, reason=reason)  # fmt: skip
 
     def provenance(self) -> dict[str, Any]:
         """The collection, its schema, index, row count and fingerprint, for the manifest and summary."""
@@ -135,6 +142,7 @@ def resolve_existing(
     assert spec is not None
     with open_existing(exp, load=load) as coll:
         fields = field_map(spec, coll.info, query_dim=query_dim)
+        _check_values(fields, coll.sample(SAMPLE_ROWS))
         rows = read_rows(coll, fields, spec, dataset)
         info = coll.info
     if not rows:
@@ -155,8 +163,23 @@ def resolve_existing(
     drift = None if previous is None or cached else label_drift(previous.get("labels", {}), labels)
     if not cached:
         store.write(key, resolution, labels)
-    return Existing(target=exp.target, spec=spec, fields=fields, info=info, resolution=resolution, fingerprint=key,
+    return Existing(target=exp.target.reading(fields, spec.partitions), spec=spec, fields=fields, info=info,
+                    resolution=resolution, fingerprint=key,
                     drift=drift, cached=cached, load=load)  # fmt: skip
+
+
+SAMPLE_ROWS = 200  # rows a mapping is tried on before anything is read
+
+
+def _check_values(fields: FieldMap, sample: Sequence[Mapping[str, Any]]) -> None:
+    """A mapped value no sampled row has (a JSON path into nothing, a dynamic key never written) is a
+    mapping mistake, not a collection without that value: refused, naming the key."""
+    if not sample:
+        return
+    for key, ref in fields.refs().items():
+        if all(ref.read(row) is None for row in sample):
+            raise _problem(f"fields.{key}", f"{ref.spec!r} has no value in any of the {len(sample)} rows looked at: "
+                           "check the field name and path (rag-eval inspect shows the rows)")  # fmt: skip
 
 
 def _check(spec: CollectionSpec, resolution: Resolution) -> None:

@@ -85,6 +85,7 @@ def run_identity(exp: Experiment, prep: Prepared) -> dict[str, Any]:
         "batch size": exp.batch_size,
         "query limit": exp.query_limit,
         "code": git["commit"] or provenance.package_version("rag-eval"),
+        **({"collection": prep.existing.fingerprint} if prep.existing is not None else {}),
     }
 
 
@@ -100,11 +101,8 @@ def replay(
 ) -> Replayed:
     """Replay every query under every config into the run store (on ``cluster``'s workers when given)."""
     queries, texts = _queries(exp, prep, progress)
-    truth = Truth(
-        rows={r.vector_id: r for r in prep.rows},
-        relevance=prep.labels.relevance,
-        doc_relevance=prep.dataset.relevant_docs(),
-    )
+    truth = Truth(chunks=prep.chunk_of(), relevance=prep.labels.relevance, doc_relevance=prep.dataset.relevant_docs(),
+                  lost=prep.lost_evidence())  # fmt: skip
     with MilvusStore(ingested.target) as ms:
         backend = ms.backend()
     # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing

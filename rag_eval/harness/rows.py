@@ -4,6 +4,7 @@ A row holds facts, not scores: what Milvus returned (the config's own retrieve-k
 what the payload delivered (blocks and the chunks inside them), which relevant chunks
 were delivered, and for each relevant chunk that was not, the stage that lost it:
 
+``not_in_collection``         no row of the collection holds it (evidence a collection built elsewhere lost)
 ``not_retrieved``             not among the config's retrieve-k hits
 ``dedup`` ``cap`` ``return_n`` dropped by post-processing (D2, D3, D4)
 ``document_dedup``            dropped by ``legacy-first`` (another chunk of its document came first)
@@ -17,7 +18,7 @@ ingest plan says which chunk every vector id really is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from rag_eval.core.postprocess import Stage
 from rag_eval.harness.content import content_sha
 from rag_eval.harness.ingest import IngestRow
 
+NOT_IN_COLLECTION = "not_in_collection"  # relevant evidence no row of the collection holds
 LOSS_STAGE = {
     Stage.DEDUP: "dedup",
     Stage.CAP: "cap",
@@ -96,23 +98,36 @@ LATENCY_COLUMNS = ("transform_us", "search_us", "postprocess_us", "projection_us
 
 @dataclass(frozen=True, slots=True)
 class Truth:
-    """Ground truth of one run: which chunk each vector id is, and the labels."""
+    """Ground truth of one run: which chunk each vector id is, and the labels.
 
-    rows: Mapping[int, IngestRow]
+    ``lost``: relevant chunks no row of the collection carries (evidence a collection built elsewhere does
+    not hold); they stay relevant and are reported as lost ``not_in_collection``.
+    """
+
+    chunks: Mapping[str, str]  # vector id (as text) -> true chunk key
     relevance: Mapping[str, Mapping[str, int]]  # query -> true chunk key -> grade
     doc_relevance: Mapping[str, Mapping[str, int]]  # query -> doc id -> grade
+    lost: frozenset[str] = frozenset()
     # answers already given (a replay asks about the same rows again and again)
     _chunks: dict[str | None, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @classmethod
+    def of_rows(
+        cls,
+        rows: Iterable[IngestRow],
+        relevance: Mapping[str, Mapping[str, int]],
+        doc_relevance: Mapping[str, Mapping[str, int]],
+    ) -> Truth:
+        """The truth of rows rag_eval wrote itself: each vector id is the chunk its ingest plan says."""
+        return cls(chunks={str(r.vector_id): r.chunk.key for r in rows}, relevance=relevance,
+                   doc_relevance=doc_relevance)  # fmt: skip
 
     def chunk_of(self, vector_id: str | None) -> str:
         known = self._chunks.get(vector_id)
         if known is not None:
             return known
-        chunk = f"unknown:{vector_id}"
-        if vector_id is not None and vector_id.isdigit():
-            row = self.rows.get(int(vector_id))
-            if row is not None:
-                chunk = row.chunk.key
+        chunk = self.chunks.get(vector_id) if vector_id is not None else None
+        chunk = chunk if chunk is not None else f"unknown:{vector_id}"
         self._chunks[vector_id] = chunk
         return chunk
 
@@ -161,7 +176,9 @@ def build_row(
             if chunk in delivered:
                 continue
             lost_chunks.append(chunk)
-            lost_stages.append(_loss_stage(chunk, best_stage, budget_of, true_of_key))
+            lost_stages.append(
+                NOT_IN_COLLECTION if chunk in truth.lost else _loss_stage(chunk, best_stage, budget_of, true_of_key)
+            )
 
     guard = EvidenceGuard().check(payload, member_keys)
     timings = record.timings

@@ -20,6 +20,7 @@ from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, chunk_qrels
 from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
 from rag_eval.embed.store import EmbeddingCache, VectorFile
+from rag_eval.harness.existing import Existing, resolve_existing
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, IngestRow, ensure_collection, plan_rows
 
@@ -39,16 +40,16 @@ def normalized_queries(dataset: Dataset, transformer: KnowledgeQueryTransformer 
     return [t.transform(q.text).normalized_query for q in dataset.queries.values()]
 
 
-def make_resolver(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus) -> VectorResolver:
-    """Precomputed vectors of the data set (checked against its chunks and queries), then the
-    on-disk cache, then the model for whatever is still missing."""
+def make_resolver(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus | None) -> VectorResolver:
+    """Precomputed vectors of the data set (checked against its chunks and queries; the queries only
+    without a corpus), then the on-disk cache, then the model for whatever is still missing."""
     spec = EmbedderSpec(model=exp.embedder_model, normalize=exp.embedder_normalize)
     chunk_file, query_file = vector_files(exp.resolved_vectors_dir, exp.chunker_spec)
     precomputed = []
-    for path, texts in (
-        (chunk_file, [c.content for c in corpus.chunks]),
-        (query_file, normalized_queries(dataset)),
-    ):
+    sources = [(query_file, normalized_queries(dataset))]
+    if corpus is not None:
+        sources.insert(0, (chunk_file, [c.content for c in corpus.chunks]))
+    for path, texts in sources:
         if path.is_file():
             vf = VectorFile.read(path)
             if vf.model_id == spec.model_id:
@@ -60,15 +61,31 @@ def make_resolver(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus) -> V
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Prepared:
+    """What a run works from: the data set, its chunks and labels, the rows as written and the vectors; for
+    a collection built elsewhere, its rows located as chunks (``existing``) instead of rows of ours."""
+
     dataset: Dataset
     corpus: ChunkedCorpus
     labels: ChunkQrels
     rows: list[IngestRow]
     resolver: VectorResolver
+    existing: Existing | None = None
+
+    def chunk_of(self) -> dict[str, str]:
+        """Vector id (as text) -> the true chunk it is."""
+        if self.existing is not None:
+            return dict(self.existing.resolution.chunk_of)
+        return {str(r.vector_id): r.chunk.key for r in self.rows}
+
+    def lost_evidence(self) -> frozenset[str]:
+        """Relevant chunks no row carries (a collection built elsewhere that lost evidence)."""
+        return self.existing.resolution.uncovered if self.existing is not None else frozenset()
 
 
 def prepare(exp: Experiment) -> Prepared:
     dataset = load_beir(exp.dataset_path, exp.split)
+    if exp.existing is not None:
+        return _prepare_existing(exp, dataset)
     corpus = chunk_dataset(dataset, parse_chunker(exp.chunker_spec))
     labels = chunk_qrels(dataset, corpus, min_overlap_chars=exp.min_overlap_chars)
     return Prepared(
@@ -78,6 +95,20 @@ def prepare(exp: Experiment) -> Prepared:
         rows=plan_rows(corpus, exp.profile),
         resolver=make_resolver(exp, dataset, corpus),
     )
+
+
+def _prepare_existing(exp: Experiment, dataset: Dataset) -> Prepared:
+    """A collection built elsewhere: checked, its labelled rows located (:mod:`rag_eval.harness.existing`);
+    the query vectors only are ours (the first resolved now, for the dimension check)."""
+    assert exp.existing is not None
+    resolver = make_resolver(exp, dataset, None)
+    first = normalized_queries(dataset)[:1]
+    dim = int(resolver.resolve(first).shape[1]) if first else 0
+    existing = resolve_existing(exp, dataset, query_dim=dim, cache_dir=exp.cache_dir.parent / "resolution",
+                                load=exp.existing.loads(server=exp.target.is_server))  # fmt: skip
+    corpus = existing.resolution.corpus
+    labels = chunk_qrels(dataset, corpus, min_overlap_chars=exp.min_overlap_chars)
+    return Prepared(dataset=dataset, corpus=corpus, labels=labels, rows=[], resolver=resolver, existing=existing)
 
 
 # -- progress ---------------------------------------------------------------------------------
@@ -129,7 +160,12 @@ class Progress:
 
 
 def ingest_collection(exp: Experiment, prep: Prepared, progress: Progress) -> IngestResult:
-    """Create the collection, or reuse it when its manifest matches."""
+    """Create the collection, or reuse it when its manifest matches; a collection built elsewhere is used
+    as it is (read through its field map; nothing written)."""
+    if prep.existing is not None:
+        ingested = prep.existing.as_ingested()
+        progress.log(f"collection {ingested.collection}: {ingested.reason} ({ingested.rows:,} rows)")
+        return ingested
     ingested = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=progress.factory)
     progress.log(
         f"collection {ingested.collection}: {'reused' if ingested.reused else 'built'} "

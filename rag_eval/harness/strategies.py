@@ -48,7 +48,7 @@ class ReplayPlan:
     >>> from rag_eval.search.milvus import IndexSpec
     >>> plan = ReplayPlan(
     ...     queries=(("q0", "a"), ("q1", "b"), ("q2", "c")), texts=("a", "b", "c"), resolver=VectorResolver("m"),
-    ...     configs=(), truth=Truth(rows={}, relevance={}, doc_relevance={}),
+    ...     configs=(), truth=Truth(chunks={}, relevance={}, doc_relevance={}),
     ...     target=SearchTarget(uri="kb.db", collection="kb", index=IndexSpec.flat()), batch_size=2,
     ...     done=frozenset({0}),
     ... )

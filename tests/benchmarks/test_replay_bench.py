@@ -54,8 +54,8 @@ def _setup(uri: str, tmp: Path, collection: str | None) -> Setup:
     queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
     texts = [transformer.transform(t).normalized_query for _, t in queries]
     vectors = {t: v.tolist() for t, v in zip(texts, prep.resolver.resolve(texts), strict=True)}
-    truth = Truth(
-        rows={r.vector_id: r for r in prep.rows},
+    truth = Truth.of_rows(
+        prep.rows,
         relevance=prep.labels.relevance,
         doc_relevance=prep.dataset.relevant_docs(),
     )

@@ -178,7 +178,7 @@ def test_described_suggested_read_searched_and_left_as_it_was(foreign: tuple[str
     assert got == sorted((d or "", t) for d, t in TEXTS if d in ("lag", None))
     if kind == "llama-layout":
         assert sorted((r.start, r.end) for r in rows if r.doc_id == "lag") == [(0, 5), (10, 15)]
-    with MilvusSearch(target, lambda qs: [query_vector(q) for q in qs], fields=fields) as port:
+    with MilvusSearch(target.reading(fields), lambda qs: [query_vector(q) for q in qs]) as port:
         hits = port.search(KnowledgeSearchRequest(query="relay log", top_k=4))
     assert hits[0].content == TEXTS[1][1]
     assert (hits[0].doc_id, hits[0].source, hits[0].chunk_index) == ("lag", "kb/lag.md", None)

@@ -64,9 +64,7 @@ def truth_for(rows: Sequence[IngestRow], relevance: Mapping[str, int], query_id:
     for chunk, grade in relevance.items():
         doc = chunk.split("#chunk-")[0]
         docs[doc] = max(docs.get(doc, 0), grade)
-    return Truth(
-        rows={r.vector_id: r for r in rows}, relevance={query_id: dict(relevance)}, doc_relevance={query_id: docs}
-    )
+    return Truth.of_rows(rows, relevance={query_id: dict(relevance)}, doc_relevance={query_id: docs})
 
 
 def replay_record(config: RagConfig, hits: Sequence[tuple[IngestRow, float]]) -> LookupRecord:

@@ -195,8 +195,8 @@ def _replay(tmp: Path, configs: list[ConfigSpec], relevance: dict[str, dict[str,
                 )
             )
     port = InMemorySearch.from_rows(mem, encoder=lambda text: (1.0, 0.0))
-    truth = Truth(
-        rows={r.vector_id: r for r in rows},
+    truth = Truth.of_rows(
+        rows,
         relevance=relevance,
         doc_relevance={q: {k.split("#")[0]: 1 for k in v} for q, v in relevance.items()},
     )

@@ -69,8 +69,8 @@ def lookups(draw: st.DrawFn) -> tuple[list[KnowledgeSearchHit], Truth]:
         for r in picked
     ]
     relevant = {c.key: draw(st.integers(1, 2)) for c in chunks if draw(st.booleans())}
-    truth = Truth(
-        rows={r.vector_id: r for r in rows},
+    truth = Truth.of_rows(
+        rows,
         relevance={"q": relevant},
         doc_relevance={"q": {k.split("#")[0]: 1 for k in relevant}},
     )

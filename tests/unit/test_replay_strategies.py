@@ -67,8 +67,7 @@ def plan_of(rows: list[IngestRow], *, done: frozenset[int] = frozenset()) -> Rep
     relevance = {q: {"d1#chunk-1": 1, "d0#chunk-4": 1} for q, _ in QUERIES}
     return ReplayPlan(
         queries=QUERIES, texts=tuple(t for _, t in QUERIES), resolver=VectorResolver("m"), configs=CONFIGS,
-        truth=Truth(rows={r.vector_id: r for r in rows}, relevance=relevance,
-                    doc_relevance={q: {"d1": 1, "d0": 1} for q in relevance}),
+        truth=Truth.of_rows(rows, relevance=relevance, doc_relevance={q: {"d1": 1, "d0": 1} for q in relevance}),
         target=SearchTarget(uri="kb.db", collection="kb", index=IndexSpec.flat()), batch_size=2, warmup=1,
         timing=TimingPlan(mode=LatencyMode.ALL), done=done,
     )  # fmt: skip

@@ -96,7 +96,7 @@ def _port_and_truth() -> tuple[InMemorySearch, Truth]:
         InMemoryRow(vector_id=str(i), content=c.content, vector=(1.0, i / 10), doc_id="d", chunk_index=i)
         for i, c in enumerate(chunks)
     ]
-    truth = Truth(rows={r.vector_id: r for r in rows}, relevance={}, doc_relevance={})
+    truth = Truth.of_rows(rows, relevance={}, doc_relevance={})
     return InMemorySearch.from_rows(mem, encoder=lambda text: (1.0, 0.0)), truth
 
 

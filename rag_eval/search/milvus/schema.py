@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from rag_eval.core.errors import FilterError
+
+if TYPE_CHECKING:  # fields.py reads this module's quoting; the map is only named here
+    from rag_eval.search.milvus.fields import FieldMap
 
 DEFAULT_TOKEN_ENV: Final = "RAG_EVAL_MILVUS_TOKEN"
 DEFAULT_TIMEOUT: Final = 8.0  # seconds to connect, retries included: a dead server is reported within 10 s
@@ -111,7 +114,9 @@ class SearchTarget:
 
     ``collection`` is None until the ingest names it (a collection derived from the data set); ``index``
     None means the index the collection was built with (recorded at create); the token is read from the
-    environment when a client connects and is never held here.
+    environment when a client connects and is never held here. A collection built elsewhere carries its
+    ``fields`` (where each hit value is read from: :mod:`rag_eval.search.milvus.fields`; None is rag_eval's
+    own schema) and the ``partitions`` searched (none: all).
 
     >>> t = SearchTarget(uri="http://user:pw@db.example:19530", collection="kb")
     >>> (t.redacted_uri, t.is_server)
@@ -125,6 +130,8 @@ class SearchTarget:
     index: IndexSpec | None = field(default_factory=IndexSpec)
     token_env: str = DEFAULT_TOKEN_ENV
     timeout: float = DEFAULT_TIMEOUT
+    fields: FieldMap | None = None
+    partitions: tuple[str, ...] = ()
 
     @property
     def redacted_uri(self) -> str:
@@ -136,15 +143,23 @@ class SearchTarget:
         return is_server_uri(self.uri)
 
     def named(self, collection: str) -> SearchTarget:
-        """The same Milvus, another collection."""
+        """The same Milvus, another collection (of rag_eval's schema)."""
         return SearchTarget(
             uri=self.uri, collection=collection, index=self.index, token_env=self.token_env, timeout=self.timeout
         )
 
+    def reading(self, fields: FieldMap, partitions: Sequence[str] = ()) -> SearchTarget:
+        """The same collection, read through ``fields`` (a collection built elsewhere), in ``partitions``."""
+        return SearchTarget(uri=self.uri, collection=self.collection, index=None, token_env=self.token_env,
+                            timeout=self.timeout, fields=fields, partitions=tuple(partitions))  # fmt: skip
+
     def as_dict(self) -> dict[str, Any]:
         """What a manifest records (the URI redacted, the token's variable name, never its value)."""
         index = self.index.to_json() if self.index is not None else None
-        return {"uri": self.redacted_uri, "collection": self.collection, "index": index}
+        out: dict[str, Any] = {"uri": self.redacted_uri, "collection": self.collection, "index": index}
+        if self.fields is not None:
+            out |= {"fields": self.fields.as_table(), "partitions": list(self.partitions)}
+        return out
 
 
 def milvus_string_literal(value: str) -> str:

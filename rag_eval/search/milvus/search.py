@@ -44,7 +44,6 @@ from rag_eval.search.milvus.collection import (
     stored_index,
 )
 from rag_eval.search.milvus.connection import Connection
-from rag_eval.search.milvus.fields import FieldMap
 from rag_eval.search.milvus.foreign import foreign_collection, foreign_hit
 from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_templating
@@ -97,8 +96,6 @@ class MilvusSearch(PortBase):
         target: SearchTarget,
         encoder: Encoder,
         *,
-        fields: FieldMap | None = None,
-        partitions: Sequence[str] = (),
         retries: int = 3,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         load: bool = True,
@@ -106,8 +103,8 @@ class MilvusSearch(PortBase):
         self.target = target
         self.collection = collection = collection_of(target)
         self._encoder = encoder
-        self._fields = fields  # None: a rag_eval collection (its own schema)
-        self._partitions = list(partitions)
+        self._fields = fields = target.fields  # None: a rag_eval collection (its own schema)
+        self._partitions = list(target.partitions)
         self._conn = Connection(target, retries=retries, call_timeout=call_timeout)
         try:
             if fields is None:
