@@ -304,6 +304,8 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
             ),
             "configs": label_search_timing(summary_configs, timing_groups(exp.configs)),
             "execution": replayed.execution,
+            **({"collection": prep.existing.provenance(), "resolution": prep.existing.report()}
+               if prep.existing is not None else {}),
         }
     )
     load = replayed.load.document if replayed.load is not None else None
