@@ -140,7 +140,10 @@ class RunData:
     def setting_identity(self) -> dict[str, Any]:
         """What may differ between paired runs, but a reader should be told about."""
         mv = self.manifest.get("milvus", {})
+        built = mv.get("collection_manifest") or {}
         return {
+            # a collection built elsewhere: another fingerprint is a re-ingest, labels resolved again
+            "collection (name, fingerprint)": [mv.get("collection"), built.get("fingerprint")],
             "index": mv.get("index"),
             "Milvus backend": (mv.get("backend"), mv.get("server_version")),
             "ingest profile": self.manifest.get("experiment", {}).get("ingest_profile"),

@@ -86,6 +86,9 @@ def open_existing(exp: Experiment, *, load: bool) -> ForeignCollection:
     """The experiment's collection, opened to be read; a missing or unloaded one is the user's to fix."""
     spec = exp.existing
     assert spec is not None
+    if not exp.target.is_server and not Path(exp.target.uri).exists():  # opening it would create one
+        raise ConfigError([ConfigProblem("milvus.uri", f"no Milvus Lite database at {exp.target.uri}: a collection "
+                                         "built elsewhere is read, never created (build it first)")])  # fmt: skip
     try:
         return ForeignCollection(exp.target, load=load)
     except CollectionNotFoundError as exc:
