@@ -328,3 +328,17 @@ def test_a_re_ingest_re_resolves_and_says_how_many_labels_moved(tmp_path: Path) 
                  str(tmp_path / "cmp")]) in (0, 1)  # fmt: skip
     notes = json.loads((tmp_path / "cmp" / "compare.json").read_text())["notes"]
     assert any("collection" in n and first["fingerprint"] in n for n in notes), notes
+
+
+@pytest.mark.milvus_lite
+@pytest.mark.slow
+def test_on_dask_workers_the_rows_are_the_serial_runs(tmp_path: Path) -> None:
+    """The example collection replayed by two local workers (each on a copy of the Lite file): the same rows
+    as the serial run, latency aside."""
+    uri = str(tmp_path / "theirs.db")
+    example_collection(uri, "kb_chunks")
+    toml = example_toml(tmp_path, uri, "kb_chunks")
+    assert run(toml, tmp_path / "serial") == 0
+    assert run(toml, tmp_path / "dask", "--workers", "2") == 0
+    a, b = rows_of(tmp_path / "serial"), rows_of(tmp_path / "dask")
+    pd.testing.assert_frame_equal(a[["query_id", "config", *MEASURED]], b[["query_id", "config", *MEASURED]])
