@@ -51,6 +51,7 @@ FUZZY_CANDIDATES = 3  # documents aligned per row when it is searched across the
 MAX_OCCURRENCES = 10_000  # occurrences of one text in one document looked at
 _SEP = "\x00"  # between documents in the corpus-wide index: no row's text spans two documents
 _WORD = re.compile(r"\w+")
+_NON_SPACE = re.compile(r"\S+")
 _SHINGLE = 4
 
 
@@ -90,6 +91,32 @@ class Folded:
     __slots__ = ("_index", "text")
 
     def __init__(self, text: str) -> None:
+        folded = text.casefold()
+        if len(folded) == len(text):  # no character folds into several: one index per character, runs in C
+            parts, index = self._runs(folded)
+        else:
+            parts, index = self._chars(text)
+        self.text = "".join(parts)
+        self._index = index
+        self._index.append(len(text) if not index else index[-1] + 1)
+
+    @staticmethod
+    def _runs(folded: str) -> tuple[list[str], list[int]]:
+        parts: list[str] = []
+        index: list[int] = []
+        previous = 0
+        for match in _NON_SPACE.finditer(folded):
+            start, end = match.span()
+            if parts:  # the run of whitespace before it: one space, at its first character
+                parts.append(" ")
+                index.append(previous)
+            parts.append(folded[start:end])
+            index.extend(range(start, end))
+            previous = end
+        return parts, index
+
+    @staticmethod
+    def _chars(text: str) -> tuple[list[str], list[int]]:
         chars: list[str] = []
         index: list[int] = []
         space = False
@@ -107,9 +134,7 @@ class Folded:
         if chars and chars[-1] == " ":
             chars.pop()
             index.pop()
-        self.text = "".join(chars)
-        self._index = index
-        self._index.append(len(text) if not index else index[-1] + 1)
+        return chars, index
 
     def original(self, start: int, end: int) -> tuple[int, int]:
         """The original range of folded characters ``[start, end)`` (end exclusive, past the last one)."""
@@ -143,6 +168,7 @@ class _Corpus:
         self._joined: tuple[str, list[int], list[str]] | None = None
         self._joined_folded: tuple[str, list[int], list[str]] | None = None
         self._shingles: dict[tuple[str, ...], set[str]] | None = None
+        self._order: dict[str, int] | None = None
 
     def folded(self, doc_id: str) -> Folded:
         known = self._folded.get(doc_id)
@@ -167,23 +193,43 @@ class _Corpus:
                 self._joined = cached
         return cached
 
-    def candidates(self, folded_text: str) -> list[str]:
-        """The documents sharing the most word 4-grams with ``folded_text`` (at most FUZZY_CANDIDATES)."""
+    def shingle_index(self) -> dict[tuple[str, ...], set[str]]:
+        """Word 4-gram of a folded document -> the documents that have it (built once)."""
         if self._shingles is None:
             index: dict[tuple[str, ...], set[str]] = defaultdict(set)
             for doc_id in self.documents:
-                for shingle in _shingles(self.folded(doc_id).text):
+                for shingle in set(_shingles(self.folded(doc_id).text)):
                     index[shingle].add(doc_id)
             self._shingles = dict(index)
+        return self._shingles
+
+    def candidates(self, folded_text: str) -> list[str]:
+        """The documents sharing the most word 4-grams with ``folded_text`` (at most FUZZY_CANDIDATES)."""
+        index = self.shingle_index()
         votes: Counter[str] = Counter()
         for shingle in set(_shingles(folded_text)):
-            votes.update(self._shingles.get(shingle, ()))
+            votes.update(index.get(shingle, ()))
         return [d for d, _ in sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[:FUZZY_CANDIDATES]]
+
+    def holding(self, folded_text: str) -> list[str] | None:
+        """The documents that can hold ``folded_text`` (as it is or folded), in corpus order: those with its
+        rarest word 4-gram between its first and last word (which may be cut words). None when the text has
+        too few words to say: every document then."""
+        words = _WORD.findall(folded_text)[1:-1]
+        if len(words) < _SHINGLE:
+            return None
+        index = self.shingle_index()
+        shingles = set(zip(*(words[i:] for i in range(_SHINGLE)), strict=False))
+        rarest = min(shingles, key=lambda sh: len(index.get(sh, ())))
+        found = index.get(rarest, set())
+        if self._order is None:
+            self._order = {d: n for n, d in enumerate(self.documents)}
+        return sorted(found, key=self._order.__getitem__)
 
 
 def _shingles(text: str) -> Iterable[tuple[str, ...]]:
     words = _WORD.findall(text)
-    return (tuple(words[i : i + _SHINGLE]) for i in range(max(len(words) - _SHINGLE + 1, 0)))
+    return zip(*(words[i:] for i in range(_SHINGLE)), strict=False)  # word 4-grams, made in C
 
 
 def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> Match | None:
@@ -219,16 +265,20 @@ def _fuzzy(folded: Folded, doc_id: str, needle: str, threshold: float) -> Match 
 def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
     """Every document (in corpus order) holding the text exactly, else every one holding it folded, else
     the best fuzzy one (of the few the word 4-grams point to); empty when none does."""
+    needle = fold(text)
+    if not needle:
+        return []
+    possible = corpus.holding(needle)
     for folded in (False, True):
-        needle = fold(text) if folded else text
-        if not needle:
-            return []
-        joined, starts, ids = corpus.joined(folded)
-        docs = dict.fromkeys(ids[bisect_right(starts, at) - 1] for at in occurrences(joined, needle))
+        wanted = needle if folded else text
+        if possible is None:  # a few words only: every document is searched, all at once
+            joined, starts, ids = corpus.joined(folded)
+            docs = list(dict.fromkeys(ids[bisect_right(starts, at) - 1] for at in occurrences(joined, wanted)))
+        else:
+            docs = [d for d in possible if wanted in (corpus.folded(d).text if folded else corpus.documents[d])]
         matches = [m for m in (_in_document(corpus, d, text, 100.0) for d in docs) if m is not None]
         if matches:
             return matches
-    needle = fold(text)
     best: Match | None = None
     for doc_id in corpus.candidates(needle):
         match = _fuzzy(corpus.folded(doc_id), doc_id, needle, threshold)
