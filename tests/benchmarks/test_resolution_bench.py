@@ -30,9 +30,10 @@ def collection(n_docs: int, rows_per_doc: int = 50, seed: int = 11) -> tuple[Dat
     for n, doc in enumerate(docs.values()):
         a = rng.randrange(0, len(doc.text) - 200)
         spans.append(SpanQrel(f"q{n}", doc.id, a, a + 150, 1))
+    queries = {s.query_id: Query(id=s.query_id, text="?") for s in spans}
+    qrels = tuple(Qrel(s.query_id, s.doc_id, 1) for s in spans)
     dataset = Dataset(name="bench", path=None, split="test", documents=docs,  # type: ignore[arg-type]
-                      queries={s.query_id: Query(id=s.query_id, text="?") for s in spans},
-                      qrels=tuple(Qrel(s.query_id, s.doc_id, 1) for s in spans), spans=tuple(spans), checksum="")  # fmt: skip
+                      queries=queries, qrels=qrels, spans=tuple(spans), checksum="")  # fmt: skip
     rows: list[StoredRow] = []
     for doc in docs.values():
         for c in SentenceWindowChunker(size=1, overlap=0).split(doc.id, doc.text):
