@@ -25,7 +25,8 @@
         └── ClusterError                the Dask scheduler cannot be reached, has no workers, or lost one
 
 Messages are one sentence that says what to do; the structured attributes
-(``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details.
+(``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details. A value the user wrote is
+quoted in a message by :func:`quoted`, cut to :data:`MAX_QUOTED` characters (a 50 MB cell is not repeated).
 Third-party errors are translated at the boundary with ``raise ... from exc``. Every error pickles
 with its attributes (a replay's worker process raises it, the driver reports it).
 """
@@ -34,6 +35,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+MAX_QUOTED = 200  # characters of a user's value quoted in a message
+
+
+def quoted(value: object, limit: int = MAX_QUOTED) -> str:
+    """``repr(value)`` for a message: whole when it fits in ``limit`` characters, else cut there, saying
+    how long the value was.
+
+    >>> quoted("rag.retrieve-k"), quoted(["a", 1])
+    ("'rag.retrieve-k'", "['a', 1]")
+    >>> quoted("a" * 52_428_800, 12)
+    "'aaaaaaaaa…' (52,428,800 characters)"
+    >>> quoted(list(range(10_000)), 12)
+    '[0, 1, 2, 3… (58,890 characters)'
+    """
+    if not isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} characters)"
+    keep = min(len(value), limit)
+    head = repr(value[:keep])
+    if keep == len(value) and len(head) <= limit:
+        return head
+    while len(head) > limit - 1 and keep > 0:  # escapes (\x00, \n) make a repr longer than its string
+        keep = min(keep - 1, keep * (limit - 1) // len(head))
+        head = repr(value[:keep])
+    return f"{head[:-1]}…{head[-1]} ({len(value):,} characters)"
 
 
 class RagEvalError(Exception):
@@ -79,7 +106,8 @@ class ConfigProblem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.message} @ {self.key}"
+        key = self.key if len(self.key) <= MAX_QUOTED else quoted(self.key)  # a key the user wrote, cut
+        return f"{self.message} @ {key}"
 
 
 class ConfigError(InputError):

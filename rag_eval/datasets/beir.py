@@ -8,7 +8,10 @@ Layout (see ``datasets/*/README.md``)::
     <dir>/qrels/<split>.spans.tsv query-id, corpus-id, start, end, score (optional)
     <dir>/qrels/<split>.trec      TREC qrels "qid iter docno rel"       (instead of the .tsv)
 
-Files are streamed line by line and hashed as they are read (the data set checksum).
+A split is a plain name (:func:`split_problem`): it is joined into those file names, so it can name
+nothing outside ``qrels/``. Files are streamed line by line and hashed as they are read (the data set
+checksum). A split with no relevance label at all is refused: every query would be unjudged, and every
+gate would pass over nothing.
 Every problem is reported with file, line and field; up to ``MAX_PROBLEMS`` are
 collected and raised as one :class:`DatasetError`.
 """
@@ -17,14 +20,37 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import DatasetError
+from rag_eval.core.errors import DatasetError, quoted
+from rag_eval.files import name_length_problem
 
 MAX_PROBLEMS = 20
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # joined into qrels/<split>.tsv
+SPLIT_RULE = "a split is a plain name (letters, digits, '.', '_', '-', starting with a letter or digit)"
+
+
+def split_name_problem(split: str) -> str | None:
+    """Why ``split`` is not a plain name, or None.
+
+    >>> split_name_problem("dev.v2") is None
+    True
+    >>> split_name_problem("../../x")
+    "'../../x': a split is a plain name (letters, digits, '.', '_', '-', starting with a letter or digit)"
+    """
+    return None if SPLIT_NAME.fullmatch(split) else f"{quoted(split)}: {SPLIT_RULE}"
+
+
+def split_problem(split: str) -> str | None:
+    """Why the loader cannot read the files of ``split``, or None: a plain name, short enough for the
+    longest file name it looks for (``qrels/<split>.spans.tsv``)."""
+    return split_name_problem(split) or name_length_problem(
+        "split", split, "{}.spans.tsv", "qrels/<split>.spans.tsv of the data set"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -313,6 +339,8 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     (1, False, {'q1': {'d1': 1}})
     """
     root = Path(path)
+    if why := split_problem(split):
+        raise DatasetError(why, path=str(root), field="split")
     if not root.is_dir():
         raise DatasetError(
             "not a directory (expected a BEIR data set: corpus.jsonl, queries.jsonl, qrels/)", path=str(root)

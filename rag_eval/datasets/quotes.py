@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import DatasetError
+from rag_eval.datasets.beir import split_problem
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 
 __all__ = ["MAX_BODY_CHARS", "MIN_BODY_CHARS", "BuildReport", "build_dataset", "main"]
@@ -52,7 +53,6 @@ QUERY_KEYS = ("id", "text", "answerable", "evidence")
 EVIDENCE_KEYS = ("doc", "quote")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_SPLIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _TOML_LINE = re.compile(r"at line (\d+)")
 _TOML_POSITION = re.compile(r"\s*\(at (line \d+, column \d+|end of document)\)")
 _KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
@@ -663,8 +663,8 @@ def build_dataset(src_dir: Path, out_dir: Path, split: str = "test") -> BuildRep
     """
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     problems: list[_Problem] = []
-    if not _SPLIT.fullmatch(split):
-        problems.append(_Problem(f"split name {split!r} is not a plain name", str(out_dir), None, "split"))
+    if why := split_problem(split):  # the loader's rule: what is built here must load
+        problems.append(_Problem(why, str(out_dir), None, "split"))
     if not src_dir.is_dir():
         problems.append(_Problem("source directory does not exist", str(src_dir)))
         _raise_problems(problems)

@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.datasets.beir import split_name_problem
 from rag_eval.datasets.chunking import parse_chunker
+from rag_eval.files import name_length_problem as file_name_problem
 from rag_eval.harness.experiment.model import MAX_NAME, ConfigSpec, Experiment
 from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, uri_problem
 
@@ -31,16 +33,21 @@ CUTOFF_RULE = (
     f"cutoffs are 1 to {MAX_CUTOFFS} distinct integers from 1 to {MAX_TOPK:,} "
     f"(a rank past Milvus's {MAX_TOPK:,} hits per search is never reached)"
 )
-NAME_MAX = 255  # bytes in one file name (NAME_MAX of Linux's file systems and of macOS)
 # The longest file name each kind of name becomes ({} the name), and where it is made:
 # - a config's TREC runs, runs/<config>.trec and runs/<config>.docs.trec, are written through a
 #   temporary beside them (RunStore.write_trec_runs: tempfile.mkstemp adds 8 random characters);
+# - a split's qrels in the run, qrels/<split>.chunks.trec and qrels/<split>.docs.trec, through a temporary
+#   beside them too (RunStore.write_trec_qrels, rag_eval.files.replaced);
 # - an experiment's run directory is reports/runs/<experiment>-<UTC time> (reports/load/... for a load
 #   measurement; rag_eval.cli), its accepted baseline reports/accepted/<experiment>, staged as
 #   .<experiment>.XXXXXXXX and moved aside as .<experiment>.old (rag_eval.compare.history.accept).
 LONGEST_FILE_NAME: Mapping[str, tuple[str, str]] = {
     "config": (".{}.docs.trec.XXXXXXXX.tmp", "runs/<name>.docs.trec (written as .<name>.docs.trec.XXXXXXXX.tmp)"),
     "experiment": ("{}-YYYYMMDDTHHMMSSZ", "reports/runs/<name>-<UTC time>"),
+    "split": (
+        ".{}.chunks.trec.XXXXXXXX.tmp",
+        "qrels/<split>.chunks.trec of the run (written as .<split>.chunks.trec.XXXXXXXX.tmp)",
+    ),
 }
 
 # The key of each checked field in an experiment file; a flag that set a field names it instead.
@@ -49,6 +56,7 @@ FILE_KEYS: Mapping[str, str] = {
     "production_cap": "experiment.production_cap",
     "baseline": "experiment.baseline",
     "dataset_path": "dataset.path",
+    "split": "dataset.split",
     "min_overlap_chars": "dataset.min_overlap_chars",
     "chunker_spec": "chunker.spec",
     "cutoffs": "metrics.cutoffs",
@@ -114,8 +122,8 @@ def path_problem(text: str) -> str | None:
 
 
 def name_length_problem(kind: str, name: str) -> str | None:
-    """Why ``name`` (a ``config`` or an ``experiment`` name) is too long for the file names made of it,
-    or None: the longest must fit in :data:`NAME_MAX` bytes, so that a run cannot fail at its end.
+    """Why ``name`` (a ``config``, ``experiment`` or ``split`` name) is too long for the file names made of
+    it, or None: the longest must fit in :data:`~rag_eval.files.NAME_MAX` bytes, so that a run cannot fail at its end.
 
     >>> name_length_problem("config", "e" * 231) is None
     True
@@ -123,14 +131,7 @@ def name_length_problem(kind: str, name: str) -> str | None:
     '232 bytes is too long for a config name'
     """
     template, shown = LONGEST_FILE_NAME[kind]
-    room = NAME_MAX - len(template.format("").encode())
-    size = len(name.encode())
-    if size <= room:
-        return None
-    return (
-        f"{size:,} bytes is too long for a {kind} name: it names the file {shown}, and a file name holds at most "
-        f"{NAME_MAX} bytes, so the name at most {room}"
-    )
+    return file_name_problem(kind, name, template, shown)
 
 
 def name_problems(key: str, name: str) -> list[ConfigProblem]:
@@ -165,6 +166,9 @@ def _paths(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
 
 
 def _dataset(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    # the split names files in the data set (qrels/<split>.tsv) and in the run (qrels/<split>.chunks.trec)
+    if why := split_name_problem(exp.split) or name_length_problem("split", exp.split):
+        yield ConfigProblem(keys.of("split"), why)
     if exp.min_overlap_chars < 1:  # a chunk sharing no character with a span would be relevant
         yield ConfigProblem(
             keys.of("min_overlap_chars"),
