@@ -325,6 +325,28 @@ def _known(
     return ok
 
 
+def _require_labels(
+    qrels_path: Path, qrels: list[Qrel], spans_path: Path | None, spans: list[SpanQrel] | None
+) -> None:
+    """A split with no relevance label is refused: every query would be unjudged and every gate would pass
+    over nothing. Document labels come from the qrels; chunk labels from the spans when there are spans."""
+    no_spans = spans_path is not None and not any(s.score > 0 for s in spans or ())
+    if not any(q.score > 0 for q in qrels):
+        also = f" (nor does {spans_path})" if no_spans else ""
+        raise DatasetError(
+            f"holds no relevance label, no judgement with a score above 0{also}: every query would be unjudged; "
+            "add the labels or give the split that has them",
+            path=str(qrels_path),
+        )
+    if no_spans:
+        raise DatasetError(
+            "holds no relevance label, no evidence span with a score above 0: chunk labels come from the spans, so "
+            "every query would be unjudged; add the spans, or remove the file to label every chunk of a relevant "
+            "document",
+            path=str(spans_path),
+        )
+
+
 def load_beir(path: str | Path, split: str = "test", *, name: str | None = None) -> Dataset:
     """Load a BEIR directory (with span qrels when present) and validate it.
 
@@ -370,15 +392,16 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     )
     spans_path = root / "qrels" / f"{split}.spans.tsv"
     if tsv.is_file():
-        qrels = read_qrels_tsv(tsv, digest, problems, docs, queries)
+        qrels_path, qrels = tsv, read_qrels_tsv(tsv, digest, problems, docs, queries)
     elif trec is not None:
-        qrels = read_trec_qrels(trec, digest, problems, docs, queries)
+        qrels_path, qrels = trec, read_trec_qrels(trec, digest, problems, docs, queries)
     else:
         raise DatasetError(
             f"no qrels for split {split!r} (expected qrels/{split}.tsv or qrels/{split}.trec)", path=str(root / "qrels")
         )
     spans = read_span_qrels(spans_path, digest, problems, docs, queries) if spans_path.is_file() else None
     problems.raise_if_any()
+    _require_labels(qrels_path, qrels, spans_path if spans is not None else None, spans)
     return Dataset(
         name=name or root.name,
         path=root,
