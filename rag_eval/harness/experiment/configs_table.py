@@ -41,7 +41,7 @@ def read_configs(raw: Any, *, base: Path, problems: list[ConfigProblem], baselin
             problems.append(ConfigProblem(f"configs[{i}]", "expected a table"))
         elif (spec := _entry(TableReader(entry, f"configs[{i}]", problems, base=base))) is not None:
             configs.append(spec)
-    if not configs:
+    if not raw:  # entries that were given and refused say why themselves
         problems.append(ConfigProblem("configs", "at least one [[configs]] entry is required"))
     return {"configs": tuple(configs), "baseline": _baseline(raw, baseline, [c.name for c in configs], problems)}
 
