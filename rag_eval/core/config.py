@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
+from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
 
 DEFAULT_RETRIEVE_K = 20
 DEFAULT_RETURN_N = 5
@@ -134,7 +134,9 @@ class RagConfig:
                     problems.append(looks_like)
                 elif strict:
                     problems.append(
-                        ConfigProblem(key, f"unknown key (rag settings start with 'rag.'){_suggest('rag.' + key)}")
+                        ConfigProblem(
+                            as_written(key), f"unknown key (rag settings start with 'rag.'){_suggest('rag.' + key)}"
+                        )
                     )
                 continue
             if key in _INT_KEYS:
@@ -145,12 +147,12 @@ class RagConfig:
                 text = str(raw)  # used exactly as written: "  storage " is not "storage"
                 if not text.strip():
                     problems.append(
-                        ConfigProblem(key, f"is blank ({text!r}): give a value, or leave the key out for none")
+                        ConfigProblem(key, f"is blank ({quoted(text)}): give a value, or leave the key out for none")
                     )
                 else:
                     strs[_STR_KEYS[key]] = text
             else:
-                problems.append(ConfigProblem(key, f"unknown key{_suggest(key)}"))
+                problems.append(ConfigProblem(as_written(key), f"unknown key{_suggest(key)}"))
 
         pipeline = PipelineKind.EVIDENCE
         if "pipeline" in strs:
@@ -158,7 +160,7 @@ class RagConfig:
                 pipeline = parse_pipeline(strs["pipeline"])
             except ValueError:
                 known = ", ".join([*(k.value for k in PipelineKind), *LEGACY_ALIAS])
-                problems.append(ConfigProblem("rag.pipeline", f"{strs['pipeline']!r} is not one of {known}"))
+                problems.append(ConfigProblem("rag.pipeline", f"{quoted(strs['pipeline'])} is not one of {known}"))
 
         top_k = ints.get("top_k")
         if pipeline.is_legacy:
@@ -284,7 +286,7 @@ def _parse_int(key: str, raw: Any, problems: list[ConfigProblem]) -> int | None:
     """An integer as Java's ``Integer.parseInt`` reads it (surrounding whitespace aside): optional sign,
     ASCII digits only (no ``2_0``, no ``1e3``), within the 32-bit range."""
     if isinstance(raw, bool):
-        problems.append(ConfigProblem(key, f"{raw!r} is not an integer"))
+        problems.append(ConfigProblem(key, f"{quoted(raw)} is not an integer"))
         return None
     if isinstance(raw, int):
         value = raw
@@ -294,7 +296,7 @@ def _parse_int(key: str, raw: Any, problems: list[ConfigProblem]) -> int | None:
             hint = ""
             if "#" in text or "!" in text:
                 hint = " (in .properties a comment starts only at the beginning of a line)"
-            problems.append(ConfigProblem(key, f"{text!r} is not an integer{hint}"))
+            problems.append(ConfigProblem(key, f"{quoted(text)} is not an integer{hint}"))
             return None
         value = int(text, 10)
     if not INT_MIN <= value <= INT_MAX:

@@ -12,6 +12,7 @@
     │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
     │   │   └── FilterError             the filter expression was refused
     │   ├── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
+    │   ├── LitePathError               a Milvus Lite path names something that is not a Lite database
     │   ├── ReportInputError            a run directory or comparison file a report reads is missing or malformed
     │   ├── GatesError                  a gates file or check: path, line, the check
     │   └── RunDirectoryError           a run directory is missing, unreadable, or does not pair with another
@@ -63,6 +64,16 @@ def quoted(value: object, limit: int = MAX_QUOTED) -> str:
     return f"{head[:-1]}…{head[-1]} ({len(value):,} characters)"
 
 
+def as_written(text: str) -> str:
+    """Text the user wrote shown unquoted (a problem's key, a URI): as written when it fits in
+    :data:`MAX_QUOTED` characters, else :func:`quoted`.
+
+    >>> as_written("rag.retreive-k"), as_written("k" * 300)[-22:]
+    ('rag.retreive-k', "kkk…' (300 characters)")
+    """
+    return text if len(text) <= MAX_QUOTED else quoted(text)
+
+
 class RagEvalError(Exception):
     """Base of every error raised on purpose by rag_eval.
 
@@ -106,8 +117,7 @@ class ConfigProblem:
     message: str
 
     def __str__(self) -> str:
-        key = self.key if len(self.key) <= MAX_QUOTED else quoted(self.key)  # a key the user wrote, cut
-        return f"{self.message} @ {key}"
+        return f"{self.message} @ {self.key}"
 
 
 class ConfigError(InputError):
@@ -173,6 +183,15 @@ class UnsupportedFeatureError(InputError):
         super().__init__(message)
 
 
+class LitePathError(InputError):
+    """A Milvus Lite path names something Milvus Lite cannot use as a database: a file, a directory of other
+    files, a path below a file, one that cannot be read. Names the path and what it is."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
 class ReportInputError(InputError):
     """A file a report is rendered from is missing or not what it claims to be; names file and field."""
 
@@ -194,7 +213,7 @@ class GatesError(InputError):
         self.check = check
         where = path if line is None else f"{path}:{line}"
         if check:
-            where += f": check {check!r}"
+            where += f": check {quoted(check)}"
         super().__init__(f"{where}: {message}")
 
 

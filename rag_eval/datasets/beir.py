@@ -177,11 +177,14 @@ def _jsonl(path: Path, digest: Any, problems: _Problems, kind: str) -> Iterator[
         if any(ch.isspace() for ch in ident) or "#chunk-" in ident:
             # ids become TREC docnos and qids (whitespace-separated) and the doc part of chunk keys
             problems.add(
-                f"{ident!r} holds whitespace or '#chunk-': ids must be single tokens", path=path, line=n, field="_id"
+                f"{quoted(ident)} holds whitespace or '#chunk-': ids must be single tokens",
+                path=path,
+                line=n,
+                field="_id",
             )
             continue
         if ident in seen:
-            problems.add(f"duplicate id {ident!r}", path=path, line=n, field="_id")
+            problems.add(f"duplicate id {quoted(ident)}", path=path, line=n, field="_id")
             continue
         seen.add(ident)
         if not isinstance(obj.get("text"), str):
@@ -219,7 +222,7 @@ def _int(value: str, *, path: Path, line: int, field: str, problems: _Problems) 
     try:
         return int(value)
     except ValueError:
-        problems.add(f"{value!r} is not an integer", path=path, line=line, field=field)
+        problems.add(f"{quoted(value)} is not an integer", path=path, line=line, field=field)
         return None
 
 
@@ -300,7 +303,8 @@ def read_span_qrels(
         if start >= end:
             problems.add(f"start {start} >= end {end}", path=path, line=n, field="start")
         elif start < 0 or end > length:
-            problems.add(f"span {start}-{end} outside the text of {did!r} (0-{length})", path=path, line=n, field="end")
+            where = f"outside the text of {quoted(did)} (0-{length})"
+            problems.add(f"span {start}-{end} {where}", path=path, line=n, field="end")
         else:
             out.append(SpanQrel(qid, did, start, end, score))
     return out
@@ -317,10 +321,10 @@ def _known(
 ) -> bool:
     ok = True
     if qid not in queries:
-        problems.add(f"unknown query {qid!r}", path=path, line=line, field="query-id")
+        problems.add(f"unknown query {quoted(qid)}", path=path, line=line, field="query-id")
         ok = False
     if did not in docs:
-        problems.add(f"unknown document {did!r}", path=path, line=line, field="corpus-id")
+        problems.add(f"unknown document {quoted(did)}", path=path, line=line, field="corpus-id")
         ok = False
     return ok
 

@@ -20,12 +20,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
 from rag_eval.datasets.beir import split_name_problem
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.files import name_length_problem as file_name_problem
 from rag_eval.harness.experiment.model import MAX_NAME, ConfigSpec, Experiment
-from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, uri_problem
+from rag_eval.search.milvus.lite import lite_path, lite_path_problem
+from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, is_server_uri, uri_problem
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 MAX_CUTOFFS = 20  # each cutoff is 8 more measure columns (P, R, nDCG, Success at k; chunk and document)
@@ -117,7 +118,7 @@ def path_problem(text: str) -> str | None:
     "'kb\\\\x00/corpus.jsonl' holds a NUL byte, which no path can"
     """
     if "\0" in text:
-        return f"{text!r} holds a NUL byte, which no path can"
+        return f"{quoted(text)} holds a NUL byte, which no path can"
     return None
 
 
@@ -140,7 +141,7 @@ def name_problems(key: str, name: str) -> list[ConfigProblem]:
     if not SAFE_NAME.fullmatch(name) or len(name) > MAX_NAME or name in {".", ".."}:
         return [
             ConfigProblem(
-                key, f"{name!r}: up to {MAX_NAME} letters, digits, '.', '_', '-', starting with a letter or digit"
+                key, f"{quoted(name)}: up to {MAX_NAME} letters, digits, '.', '_', '-', starting with a letter or digit"
             )
         ]
     too_long = name_length_problem("experiment", name)  # within MAX_NAME today: the rule if that is raised
@@ -187,14 +188,18 @@ def _chunker(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
 def _milvus(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if exp.milvus_uri is not None and (why := uri_problem(exp.milvus_uri)):
         yield ConfigProblem(keys.of("milvus_uri"), why)
+    elif not is_server_uri(uri := exp.resolved_uri) and (why := lite_path_problem(uri)):
+        yield ConfigProblem(keys.of("milvus_uri"), f"{lite_path(uri)}: {why}")  # read again when it is opened
     if not 0 < exp.timeout <= 3600:
         yield ConfigProblem(keys.of("timeout"), f"must be > 0 and <= 3600 seconds, got {_number(exp.timeout)}")
     if exp.index.index_type not in INDEX_TYPES:
         yield ConfigProblem(
-            keys.of("index", "type"), f"{exp.index.index_type!r} is not one of {', '.join(INDEX_TYPES)}"
+            keys.of("index", "type"), f"{quoted(exp.index.index_type)} is not one of {', '.join(INDEX_TYPES)}"
         )
     if exp.index.metric not in METRICS:
-        yield ConfigProblem(keys.of("index", "metric"), f"{exp.index.metric!r} is not one of {', '.join(METRICS)}")
+        yield ConfigProblem(
+            keys.of("index", "metric"), f"{quoted(exp.index.metric)} is not one of {', '.join(METRICS)}"
+        )
 
 
 def _ingest(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
@@ -214,13 +219,13 @@ def _configs(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     names = [c.name for c in exp.configs]
     for name in names:
         if not SAFE_NAME.fullmatch(name):
-            yield ConfigProblem(keys.of("configs"), f"config name {name!r}: letters, digits, '.', '_', '-' only")
+            yield ConfigProblem(keys.of("configs"), f"config name {quoted(name)}: letters, digits, '.', '_', '-' only")
         elif too_long := name_length_problem("config", name):
             yield ConfigProblem(keys.of("configs"), too_long)
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        yield ConfigProblem(keys.of("configs"), f"config name {dup!r} is given more than once")
+        yield ConfigProblem(keys.of("configs"), f"config name {quoted(dup)} is given more than once")
     if exp.configs and exp.baseline not in names:
-        yield ConfigProblem(keys.of("baseline"), f"{exp.baseline!r} is not a config name ({', '.join(names)})")
+        yield ConfigProblem(keys.of("baseline"), f"{quoted(exp.baseline)} is not a config name ({', '.join(names)})")
     yield from _cap_problems(exp.configs, exp.production_cap)
     yield from _width_problems(exp.configs)
 
@@ -289,7 +294,9 @@ def _load(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if exp.load is not None and names:
         for name in exp.load.configs:
             if name not in names:
-                yield ConfigProblem(keys.of("load", "configs"), f"{name!r} is not a config name ({', '.join(names)})")
+                yield ConfigProblem(
+                    keys.of("load", "configs"), f"{quoted(name)} is not a config name ({', '.join(names)})"
+                )
 
 
 FIELD_KEYS = ("id", "vector", "text", "doc_id", "chunk_index", "title", "source", "category", "start", "end")
@@ -303,7 +310,9 @@ def _existing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if spec is None:
         return
     for key in sorted(set(spec.fields) - set(FIELD_KEYS)):
-        yield ConfigProblem(keys.of("existing", f"fields.{key}"), f"unknown key (known: {', '.join(FIELD_KEYS)})")
+        yield ConfigProblem(
+            keys.of("existing", f"fields.{as_written(key)}"), f"unknown key (known: {', '.join(FIELD_KEYS)})"
+        )
     for key in ("id", "vector", "text"):
         if not spec.fields.get(key, "").strip():
             yield ConfigProblem(keys.of("existing", f"fields.{key}"), "required: the collection's field for it")
