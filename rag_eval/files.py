@@ -3,7 +3,8 @@
 Every file the project writes for a reader (run artifacts, vector files, the history, the accepted
 baseline's pieces) goes through :func:`replaced`: the content is written to a temporary file beside the
 target, flushed to disk, made readable (0644) and renamed over the target in one step; on any failure
-the temporary file is removed and the target is left as it was.
+the temporary file is removed and the target is left as it was. :func:`name_length_problem` says, before
+anything is written, whether a name fits in the file names made of it.
 
 >>> import tempfile, pathlib
 >>> with tempfile.TemporaryDirectory() as tmp:
@@ -24,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+NAME_MAX = 255  # bytes in one file name (NAME_MAX of Linux's file systems and of macOS)
+
 
 @contextmanager
 def replaced(path: str | Path) -> Iterator[Path]:
@@ -43,6 +46,26 @@ def replaced(path: str | Path) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def name_length_problem(kind: str, name: str, template: str, shown: str) -> str | None:
+    """Why ``name`` (of a ``kind``: config, split, ...) is too long for the longest file name made of it,
+    ``template`` (``{}`` the name; ``shown`` says where that file is), or None: it must fit in
+    :data:`NAME_MAX` bytes.
+
+    >>> name_length_problem("split", "s" * 245, "{}.spans.tsv", "qrels/<split>.spans.tsv") is None
+    True
+    >>> name_length_problem("split", "s" * 246, "{}.spans.tsv", "qrels/<split>.spans.tsv").split(",")[-1]
+    ' so the name at most 245'
+    """
+    room = NAME_MAX - len(template.format("").encode())
+    size = len(name.encode())
+    if size <= room:
+        return None
+    return (
+        f"{size:,} bytes is too long for a {kind} name: it names the file {shown}, and a file name holds at most "
+        f"{NAME_MAX} bytes, so the name at most {room}"
+    )
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:

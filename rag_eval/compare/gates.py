@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from rag_eval.compare.catalog import RATIO_KINDS, Metric, catalog
 from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Paired, Settings, minimum_detectable
-from rag_eval.core.errors import GatesError
+from rag_eval.core.errors import GatesError, quoted
 
 Severity = Literal["fail", "warn"]
 Outcome = Literal["pass", "warn", "fail", "underpowered", "error"]
@@ -237,7 +237,7 @@ class GateSet:
             if metric is None:
                 close = difflib.get_close_matches(check.metric, list(by_name), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
-                raise check.error(f"unknown metric {check.metric!r} for these runs{hint}")
+                raise check.error(f"unknown metric {quoted(check.metric)} for these runs{hint}")
             if isinstance(check, RelativeCheck):
                 if not metric.tested:
                     raise check.error(f"{check.metric} is an invariant: give it an absolute check (<=, ==, ...)")
@@ -272,16 +272,16 @@ def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteChe
     load = metric.startswith("load:")
     if load and not _LOAD_NAME.match(metric):
         raise GatesError(
-            f"unknown load metric {metric!r}: load:search|e2e:p50|p95|p99@N or load:qps@N (N clients, 1..9999)",
+            f"unknown load metric {quoted(metric)}: load:search|e2e:p50|p95|p99@N or load:qps@N (N clients, 1..9999)",
             path=path, line=line, check=spec,
         )  # fmt: skip
     if not load and metric not in _known_names() and not _STANDARD.match(metric):
         close = difflib.get_close_matches(metric, sorted(_known_names()), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
-        raise GatesError(f"unknown metric {metric!r}{hint}", path=path, line=line, check=spec)
+        raise GatesError(f"unknown metric {quoted(metric)}{hint}", path=path, line=line, check=spec)
     timed = metric.startswith("latency:") or (load and not metric.startswith("load:qps"))
     if unit in _TIME_UNITS and not timed:
-        raise GatesError(f"{unit!r} is a time unit: {metric} is not a latency", path=path, line=line, check=spec)
+        raise GatesError(f"{quoted(unit)} is a time unit: {metric} is not a latency", path=path, line=line, check=spec)
     if load and timed and unit == "%" and not m["direction"]:
         raise GatesError(
             "a latency limit is a time (us, ms, s); % is for a growth", path=path, line=line, check=spec
@@ -317,7 +317,8 @@ def _selector(text: str | None, *, spec: str, path: str, line: int | None) -> tu
         key = key.strip().replace("-", "_")
         if key not in SELECTOR_KEYS or not glob.strip():
             raise GatesError(
-                f"bad selector {part!r}: a config name glob or KEY=GLOB with KEY one of {', '.join(SELECTOR_KEYS)}",
+                f"bad selector {quoted(part)}: a config name glob or KEY=GLOB with KEY one of "
+                f"{', '.join(SELECTOR_KEYS)}",
                 path=path,
                 line=line,
                 check=spec,
@@ -390,11 +391,11 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
         kind = _SETTINGS.get(key)
         if kind is None:
             raise GatesError(
-                f"unknown key {key!r} (known: file, checks, {', '.join(_SETTINGS)})", path=path,
+                f"unknown key {quoted(key)} (known: file, checks, {', '.join(_SETTINGS)})", path=path,
                 line=_line_of_key(text, key),
             )  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise GatesError(f"{key} must be a number, got {value!r}", path=path, line=_line_of_key(text, key))
+            raise GatesError(f"{key} must be a number, got {quoted(value)}", path=path, line=_line_of_key(text, key))
         values[key] = value
     problems = {
         "alpha": not 0 < values.get("alpha", 0.05) < 1,
@@ -405,7 +406,9 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
     for key, bad in problems.items():
         if bad:
             rule = {"alpha": "within (0, 1)", "power": "within (0, 1)", "resamples": ">= 99", "seed": ">= 0"}[key]
-            raise GatesError(f"{key} must be {rule}, got {values[key]!r}", path=path, line=_line_of_key(text, key))
+            raise GatesError(
+                f"{key} must be {rule}, got {quoted(values[key])}", path=path, line=_line_of_key(text, key)
+            )
     raw_checks = table.get("checks", [])
     if not isinstance(raw_checks, list):
         raise GatesError("checks must be an array of strings", path=path, line=_line_of_key(text, "checks"))

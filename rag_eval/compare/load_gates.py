@@ -47,7 +47,7 @@ from scipy import stats
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, RelativeCheck, _fmt
 from rag_eval.compare.rundir import RunData
 from rag_eval.compare.stats import Settings
-from rag_eval.core.errors import RunDirectoryError
+from rag_eval.core.errors import RunDirectoryError, quoted
 from rag_eval.harness.load_file import belongs_to, config_hash, entry, read_load, stale_reason
 
 _NAME = re.compile(r"^load:(?:(?P<stage>search|e2e):p(?P<q>50|95|99)|qps)@(?P<n>[1-9]\d{0,3})$")
@@ -160,7 +160,7 @@ def evaluate(
     """One load check for one comparison (see the module docstring)."""
     metric = parse_load_metric(check.metric)
     if metric is None:  # parse_check refuses these; kept for gates built by hand
-        raise RunDirectoryError(f"not a load metric: {check.metric!r}", path=check.path)
+        raise RunDirectoryError(f"not a load metric: {quoted(check.metric)}", path=check.path)
     alpha = settings.alpha / max(1, family)
     mine, why = run.result(candidate, metric)
     if mine is None:

@@ -10,7 +10,13 @@ TOML tables, or from plain mappings. Precedence (D4): explicit ``rag.retrieve-k`
 >>> RagConfig.from_properties_text("rag.top-k=8\\nrag.return-n=3").return_n
 3
 
-Validation collects every problem with its key and raises one ConfigError.
+Validation collects every problem with its key and raises one ConfigError. A file production would
+misread (a byte-order mark, UTF-16 or UTF-32 text) is refused, and so is a ``rag.*`` key with invisible
+characters before it or in other letter case: the service would not see it and would use its default.
+
+>>> RagConfig.from_properties_text("\\ufeffrag.retrieve-k=7")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+rag_eval.core.errors.ConfigError: 1 configuration problem: unknown key: '\\ufeff' before 'rag.', ...
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
 
 DEFAULT_RETRIEVE_K = 20
 DEFAULT_RETURN_N = 5
@@ -124,9 +130,13 @@ class RagConfig:
         strs: dict[str, str] = {}
         for key, raw in values.items():
             if not key.startswith("rag."):
-                if strict:
+                if looks_like := _misspelt_rag_key(key):
+                    problems.append(looks_like)
+                elif strict:
                     problems.append(
-                        ConfigProblem(key, f"unknown key (rag settings start with 'rag.'){_suggest('rag.' + key)}")
+                        ConfigProblem(
+                            as_written(key), f"unknown key (rag settings start with 'rag.'){_suggest('rag.' + key)}"
+                        )
                     )
                 continue
             if key in _INT_KEYS:
@@ -137,12 +147,12 @@ class RagConfig:
                 text = str(raw)  # used exactly as written: "  storage " is not "storage"
                 if not text.strip():
                     problems.append(
-                        ConfigProblem(key, f"is blank ({text!r}): give a value, or leave the key out for none")
+                        ConfigProblem(key, f"is blank ({quoted(text)}): give a value, or leave the key out for none")
                     )
                 else:
                     strs[_STR_KEYS[key]] = text
             else:
-                problems.append(ConfigProblem(key, f"unknown key{_suggest(key)}"))
+                problems.append(ConfigProblem(as_written(key), f"unknown key{_suggest(key)}"))
 
         pipeline = PipelineKind.EVIDENCE
         if "pipeline" in strs:
@@ -150,7 +160,7 @@ class RagConfig:
                 pipeline = parse_pipeline(strs["pipeline"])
             except ValueError:
                 known = ", ".join([*(k.value for k in PipelineKind), *LEGACY_ALIAS])
-                problems.append(ConfigProblem("rag.pipeline", f"{strs['pipeline']!r} is not one of {known}"))
+                problems.append(ConfigProblem("rag.pipeline", f"{quoted(strs['pipeline'])} is not one of {known}"))
 
         top_k = ints.get("top_k")
         if pipeline.is_legacy:
@@ -198,14 +208,16 @@ class RagConfig:
 
     @classmethod
     def from_properties_file(cls, path: str | Path) -> RagConfig:
+        """Read a ``.properties`` file as UTF-8, else ISO-8859-1 (Java's default); refuse one that production
+        would misread (:func:`encoding_problem`)."""
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
         except OSError as exc:
             raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(p)) from exc
-        except UnicodeDecodeError:
-            text = p.read_text(encoding="latin-1")  # the .properties default encoding
-        return cls.from_properties_text(text, source=str(p))
+        if why := encoding_problem(data):
+            raise ConfigError([ConfigProblem("(file)", why)], path=str(p))
+        return cls.from_properties_text(_decoded(data), source=str(p))
 
     @classmethod
     def from_toml_table(cls, table: Mapping[str, Any], *, source: str | None = None) -> RagConfig:
@@ -274,7 +286,7 @@ def _parse_int(key: str, raw: Any, problems: list[ConfigProblem]) -> int | None:
     """An integer as Java's ``Integer.parseInt`` reads it (surrounding whitespace aside): optional sign,
     ASCII digits only (no ``2_0``, no ``1e3``), within the 32-bit range."""
     if isinstance(raw, bool):
-        problems.append(ConfigProblem(key, f"{raw!r} is not an integer"))
+        problems.append(ConfigProblem(key, f"{quoted(raw)} is not an integer"))
         return None
     if isinstance(raw, int):
         value = raw
@@ -284,13 +296,86 @@ def _parse_int(key: str, raw: Any, problems: list[ConfigProblem]) -> int | None:
             hint = ""
             if "#" in text or "!" in text:
                 hint = " (in .properties a comment starts only at the beginning of a line)"
-            problems.append(ConfigProblem(key, f"{text!r} is not an integer{hint}"))
+            problems.append(ConfigProblem(key, f"{quoted(text)} is not an integer{hint}"))
             return None
         value = int(text, 10)
     if not INT_MIN <= value <= INT_MAX:
         problems.append(ConfigProblem(key, f"{value} is outside the 32-bit integer range the service reads"))
         return None
     return value
+
+
+def _decoded(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")  # the .properties default encoding
+
+
+# Byte-order marks, the longest first (UTF-32LE's begins with UTF-16LE's)
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\xff\xfe\x00\x00", "UTF-32 text"),
+    (b"\x00\x00\xfe\xff", "UTF-32 text"),
+    (b"\xef\xbb\xbf", "a UTF-8 byte-order mark"),
+    (b"\xff\xfe", "UTF-16 text"),
+    (b"\xfe\xff", "UTF-16BE text"),
+)
+_SAVE_AS = "save the file as UTF-8 without a byte-order mark"
+
+
+def encoding_problem(data: bytes) -> str | None:
+    """Why production would misread the ``.properties`` bytes ``data``, or None. Java's
+    ``Properties.load`` (ISO-8859-1) and Spring Boot (UTF-8) strip no byte-order mark: it becomes part of
+    the first key; UTF-16 and UTF-32 text becomes keys interleaved with NUL bytes.
+
+    >>> encoding_problem(b"rag.top-k=5") is None
+    True
+    >>> encoding_problem("rag.top-k=5".encode("utf-16")).split(":")[0]
+    'is UTF-16 text (a byte-order mark FF FE)'
+    """
+    bom, kind = next(((bom, kind) for bom, kind in _BOMS if data.startswith(bom)), (b"", ""))
+    if not bom:
+        if b"\x00" not in data:
+            return None
+        return (
+            "holds NUL bytes, as UTF-16 or UTF-32 text without a byte-order mark does: production reads "
+            f".properties as ISO-8859-1 or UTF-8, so it would see none of its keys and would use every default; "
+            f"{_SAVE_AS}"
+        )
+    if kind.startswith("a UTF-8"):
+        first = _first_key(data[len(bom) :])
+        lost = f"would not see {quoted(first)}" if first else "would not see its first key"
+        return (
+            f"starts with {kind}, which production's .properties readers (Java's Properties, Spring Boot) keep as "
+            f"part of the first key: the service {lost} and would use its default; {_SAVE_AS}"
+        )
+    return (
+        f"is {kind} (a byte-order mark {bom.hex(' ').upper()}): production reads .properties as ISO-8859-1 or "
+        f"UTF-8, so it would see none of its keys and would use every default; {_SAVE_AS}"
+    )
+
+
+def _first_key(data: bytes) -> str | None:
+    import javaproperties
+
+    try:
+        pairs = javaproperties.loads(_decoded(data))
+    except (ValueError, UnicodeError):
+        return None
+    return next(iter(pairs), None)
+
+
+def _misspelt_rag_key(key: str) -> ConfigProblem | None:
+    """A problem when ``key`` is a ``rag.`` key behind invisible characters (a byte-order mark, a zero-width
+    space, a control character) or in other letter case: the service reads keys exactly, and would not see it."""
+    stripped = key.lstrip("".join(ch for ch in key[:8] if ch.isspace() or not ch.isprintable()))
+    if not stripped.lower().startswith("rag."):
+        return None
+    junk = key[: len(key) - len(stripped)]
+    why = f"{quoted(junk)} before 'rag.'" if junk else "keys are case-sensitive"
+    return ConfigProblem(
+        quoted(key), f"unknown key: {why}, which the service would not see{_suggest(stripped.lower())}"
+    )
 
 
 def _suggest(key: str) -> str:

@@ -12,6 +12,7 @@
     │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
     │   │   └── FilterError             the filter expression was refused
     │   ├── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
+    │   ├── LitePathError               a Milvus Lite path names something that is not a Lite database
     │   ├── ReportInputError            a run directory or comparison file a report reads is missing or malformed
     │   ├── GatesError                  a gates file or check: path, line, the check
     │   └── RunDirectoryError           a run directory is missing, unreadable, or does not pair with another
@@ -25,7 +26,8 @@
         └── ClusterError                the Dask scheduler cannot be reached, has no workers, or lost one
 
 Messages are one sentence that says what to do; the structured attributes
-(``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details.
+(``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details. A value the user wrote is
+quoted in a message by :func:`quoted`, cut to :data:`MAX_QUOTED` characters (a 50 MB cell is not repeated).
 Third-party errors are translated at the boundary with ``raise ... from exc``. Every error pickles
 with its attributes (a replay's worker process raises it, the driver reports it).
 """
@@ -34,6 +36,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+MAX_QUOTED = 200  # characters of a user's value quoted in a message
+
+
+def quoted(value: object, limit: int = MAX_QUOTED) -> str:
+    """``repr(value)`` for a message: whole when it fits in ``limit`` characters, else cut there, saying
+    how long the value was.
+
+    >>> quoted("rag.retrieve-k"), quoted(["a", 1])
+    ("'rag.retrieve-k'", "['a', 1]")
+    >>> quoted("a" * 52_428_800, 12)
+    "'aaaaaaaaa…' (52,428,800 characters)"
+    >>> quoted(list(range(10_000)), 12)
+    '[0, 1, 2, 3… (58,890 characters)'
+    """
+    if not isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} characters)"
+    keep = min(len(value), limit)
+    head = repr(value[:keep])
+    if keep == len(value) and len(head) <= limit:
+        return head
+    while len(head) > limit - 1 and keep > 0:  # escapes (\x00, \n) make a repr longer than its string
+        keep = min(keep - 1, keep * (limit - 1) // len(head))
+        head = repr(value[:keep])
+    return f"{head[:-1]}…{head[-1]} ({len(value):,} characters)"
+
+
+def as_written(text: str) -> str:
+    """Text the user wrote shown unquoted (a problem's key, a URI): as written when it fits in
+    :data:`MAX_QUOTED` characters, else :func:`quoted`.
+
+    >>> as_written("rag.retreive-k"), as_written("k" * 300)[-22:]
+    ('rag.retreive-k', "kkk…' (300 characters)")
+    """
+    return text if len(text) <= MAX_QUOTED else quoted(text)
 
 
 class RagEvalError(Exception):
@@ -145,6 +183,15 @@ class UnsupportedFeatureError(InputError):
         super().__init__(message)
 
 
+class LitePathError(InputError):
+    """A Milvus Lite path names something Milvus Lite cannot use as a database: a file, a directory of other
+    files, a path below a file, one that cannot be read. Names the path and what it is."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
 class ReportInputError(InputError):
     """A file a report is rendered from is missing or not what it claims to be; names file and field."""
 
@@ -166,7 +213,7 @@ class GatesError(InputError):
         self.check = check
         where = path if line is None else f"{path}:{line}"
         if check:
-            where += f": check {check!r}"
+            where += f": check {quoted(check)}"
         super().__init__(f"{where}: {message}")
 
 

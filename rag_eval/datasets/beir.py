@@ -8,7 +8,10 @@ Layout (see ``datasets/*/README.md``)::
     <dir>/qrels/<split>.spans.tsv query-id, corpus-id, start, end, score (optional)
     <dir>/qrels/<split>.trec      TREC qrels "qid iter docno rel"       (instead of the .tsv)
 
-Files are streamed line by line and hashed as they are read (the data set checksum).
+A split is a plain name (:func:`split_problem`): it is joined into those file names, so it can name
+nothing outside ``qrels/``. Files are streamed line by line and hashed as they are read (the data set
+checksum). A split with no relevance label at all is refused: every query would be unjudged, and every
+gate would pass over nothing.
 Every problem is reported with file, line and field; up to ``MAX_PROBLEMS`` are
 collected and raised as one :class:`DatasetError`.
 """
@@ -17,14 +20,37 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import DatasetError
+from rag_eval.core.errors import DatasetError, quoted
+from rag_eval.files import name_length_problem
 
 MAX_PROBLEMS = 20
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # joined into qrels/<split>.tsv
+SPLIT_RULE = "a split is a plain name (letters, digits, '.', '_', '-', starting with a letter or digit)"
+
+
+def split_name_problem(split: str) -> str | None:
+    """Why ``split`` is not a plain name, or None.
+
+    >>> split_name_problem("dev.v2") is None
+    True
+    >>> split_name_problem("../../x")
+    "'../../x': a split is a plain name (letters, digits, '.', '_', '-', starting with a letter or digit)"
+    """
+    return None if SPLIT_NAME.fullmatch(split) else f"{quoted(split)}: {SPLIT_RULE}"
+
+
+def split_problem(split: str) -> str | None:
+    """Why the loader cannot read the files of ``split``, or None: a plain name, short enough for the
+    longest file name it looks for (``qrels/<split>.spans.tsv``)."""
+    return split_name_problem(split) or name_length_problem(
+        "split", split, "{}.spans.tsv", "qrels/<split>.spans.tsv of the data set"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,11 +177,14 @@ def _jsonl(path: Path, digest: Any, problems: _Problems, kind: str) -> Iterator[
         if any(ch.isspace() for ch in ident) or "#chunk-" in ident:
             # ids become TREC docnos and qids (whitespace-separated) and the doc part of chunk keys
             problems.add(
-                f"{ident!r} holds whitespace or '#chunk-': ids must be single tokens", path=path, line=n, field="_id"
+                f"{quoted(ident)} holds whitespace or '#chunk-': ids must be single tokens",
+                path=path,
+                line=n,
+                field="_id",
             )
             continue
         if ident in seen:
-            problems.add(f"duplicate id {ident!r}", path=path, line=n, field="_id")
+            problems.add(f"duplicate id {quoted(ident)}", path=path, line=n, field="_id")
             continue
         seen.add(ident)
         if not isinstance(obj.get("text"), str):
@@ -193,7 +222,7 @@ def _int(value: str, *, path: Path, line: int, field: str, problems: _Problems) 
     try:
         return int(value)
     except ValueError:
-        problems.add(f"{value!r} is not an integer", path=path, line=line, field=field)
+        problems.add(f"{quoted(value)} is not an integer", path=path, line=line, field=field)
         return None
 
 
@@ -274,7 +303,8 @@ def read_span_qrels(
         if start >= end:
             problems.add(f"start {start} >= end {end}", path=path, line=n, field="start")
         elif start < 0 or end > length:
-            problems.add(f"span {start}-{end} outside the text of {did!r} (0-{length})", path=path, line=n, field="end")
+            where = f"outside the text of {quoted(did)} (0-{length})"
+            problems.add(f"span {start}-{end} {where}", path=path, line=n, field="end")
         else:
             out.append(SpanQrel(qid, did, start, end, score))
     return out
@@ -291,12 +321,34 @@ def _known(
 ) -> bool:
     ok = True
     if qid not in queries:
-        problems.add(f"unknown query {qid!r}", path=path, line=line, field="query-id")
+        problems.add(f"unknown query {quoted(qid)}", path=path, line=line, field="query-id")
         ok = False
     if did not in docs:
-        problems.add(f"unknown document {did!r}", path=path, line=line, field="corpus-id")
+        problems.add(f"unknown document {quoted(did)}", path=path, line=line, field="corpus-id")
         ok = False
     return ok
+
+
+def _require_labels(
+    qrels_path: Path, qrels: list[Qrel], spans_path: Path | None, spans: list[SpanQrel] | None
+) -> None:
+    """A split with no relevance label is refused: every query would be unjudged and every gate would pass
+    over nothing. Document labels come from the qrels; chunk labels from the spans when there are spans."""
+    no_spans = spans_path is not None and not any(s.score > 0 for s in spans or ())
+    if not any(q.score > 0 for q in qrels):
+        also = f" (nor does {spans_path})" if no_spans else ""
+        raise DatasetError(
+            f"holds no relevance label, no judgement with a score above 0{also}: every query would be unjudged; "
+            "add the labels or give the split that has them",
+            path=str(qrels_path),
+        )
+    if no_spans:
+        raise DatasetError(
+            "holds no relevance label, no evidence span with a score above 0: chunk labels come from the spans, so "
+            "every query would be unjudged; add the spans, or remove the file to label every chunk of a relevant "
+            "document",
+            path=str(spans_path),
+        )
 
 
 def load_beir(path: str | Path, split: str = "test", *, name: str | None = None) -> Dataset:
@@ -313,6 +365,8 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     (1, False, {'q1': {'d1': 1}})
     """
     root = Path(path)
+    if why := split_problem(split):
+        raise DatasetError(why, path=str(root), field="split")
     if not root.is_dir():
         raise DatasetError(
             "not a directory (expected a BEIR data set: corpus.jsonl, queries.jsonl, qrels/)", path=str(root)
@@ -342,15 +396,16 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     )
     spans_path = root / "qrels" / f"{split}.spans.tsv"
     if tsv.is_file():
-        qrels = read_qrels_tsv(tsv, digest, problems, docs, queries)
+        qrels_path, qrels = tsv, read_qrels_tsv(tsv, digest, problems, docs, queries)
     elif trec is not None:
-        qrels = read_trec_qrels(trec, digest, problems, docs, queries)
+        qrels_path, qrels = trec, read_trec_qrels(trec, digest, problems, docs, queries)
     else:
         raise DatasetError(
             f"no qrels for split {split!r} (expected qrels/{split}.tsv or qrels/{split}.trec)", path=str(root / "qrels")
         )
     spans = read_span_qrels(spans_path, digest, problems, docs, queries) if spans_path.is_file() else None
     problems.raise_if_any()
+    _require_labels(qrels_path, qrels, spans_path if spans is not None else None, spans)
     return Dataset(
         name=name or root.name,
         path=root,

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
 
 DEFAULT_CHUNKER_SPEC = "sentences:size=3,overlap=0"
 
@@ -169,18 +169,18 @@ def parse_chunker(spec: str) -> SentenceWindowChunker | CharWindowChunker:
     cls = _KINDS.get(kind)
     if cls is None:
         raise ConfigError(
-            [ConfigProblem("chunker", f"unknown chunker kind {kind!r} (use one of: {', '.join(_KINDS)})")]
+            [ConfigProblem("chunker", f"unknown chunker kind {quoted(kind)} (use one of: {', '.join(_KINDS)})")]
         )
     values: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in params.split(","))):
         name, eq, raw = part.partition("=")
         if not eq or name not in ("size", "overlap"):
-            problems.append(ConfigProblem(f"chunker.{name}", f"unknown parameter in {spec!r} (size, overlap)"))
+            problems.append(ConfigProblem(f"chunker.{name}", f"unknown parameter in {quoted(spec)} (size, overlap)"))
             continue
         try:
             values[name] = int(raw)
         except ValueError:
-            problems.append(ConfigProblem(f"chunker.{name}", f"{raw!r} is not an integer"))
+            problems.append(ConfigProblem(f"chunker.{name}", f"{quoted(raw)} is not an integer"))
     chunker = cls(**values)
     if chunker.size <= 0:
         problems.append(ConfigProblem("chunker.size", f"must be > 0, got {chunker.size}"))

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import DatasetError
+from rag_eval.core.errors import DatasetError, quoted
+from rag_eval.datasets.beir import split_problem
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 
 __all__ = ["MAX_BODY_CHARS", "MIN_BODY_CHARS", "BuildReport", "build_dataset", "main"]
@@ -52,7 +53,6 @@ QUERY_KEYS = ("id", "text", "answerable", "evidence")
 EVIDENCE_KEYS = ("doc", "quote")
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_SPLIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _TOML_LINE = re.compile(r"at line (\d+)")
 _TOML_POSITION = re.compile(r"\s*\(at (line \d+, column \d+|end of document)\)")
 _KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
@@ -119,8 +119,8 @@ def _raise_problems(problems: Sequence[_Problem]) -> None:
 
 
 def _short(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+    """A quote on one line, cut shorter than other values: it is shown beside its document's id."""
+    return quoted(" ".join(text.split()), limit)
 
 
 def _line_of(raw: str, offset: int) -> int:
@@ -220,7 +220,7 @@ def _parse_doc(path: Path, problems: list[_Problem]) -> _Doc | None:
     if "id" in values and values["id"] != path.stem:
         problems.append(
             _Problem(
-                f"id {values['id']!r} differs from the file name {path.name!r}",
+                f"id {quoted(values['id'])} differs from the file name {path.name!r}",
                 where,
                 key_lines.get("id"),
                 "id",
@@ -228,7 +228,7 @@ def _parse_doc(path: Path, problems: list[_Problem]) -> _Doc | None:
         )
         ok = False
     elif "id" in values and not _ID.fullmatch(values["id"]):
-        problems.append(_Problem(f"id {values['id']!r} is not a valid id", where, key_lines.get("id"), "id"))
+        problems.append(_Problem(f"id {quoted(values['id'])} is not a valid id", where, key_lines.get("id"), "id"))
         ok = False
 
     text = "\n".join(lines[close + 1 :]).strip()
@@ -274,7 +274,7 @@ def _load_docs(docs_dir: Path, problems: list[_Problem], broken: set[str]) -> di
         if doc.id in docs:
             problems.append(
                 _Problem(
-                    f"duplicate document id {doc.id!r} (also in {docs[doc.id].path})",
+                    f"duplicate document id {quoted(doc.id)} (also in {docs[doc.id].path})",
                     doc.path,
                     doc.id_line,
                     "id",
@@ -289,7 +289,7 @@ def _load_docs(docs_dir: Path, problems: list[_Problem], broken: set[str]) -> di
             problems.append(_Problem("a document cannot revise itself", doc.path, doc.revises_line, "revises"))
         elif doc.revises not in docs:
             problems.append(
-                _Problem(f"revises unknown document {doc.revises!r}", doc.path, doc.revises_line, "revises")
+                _Problem(f"revises unknown document {quoted(doc.revises)}", doc.path, doc.revises_line, "revises")
             )
     return docs
 
@@ -513,7 +513,7 @@ def _load_queries(queries_dir: Path, problems: list[_Problem]) -> dict[str, _Que
                 other = queries[query.id]
                 problems.append(
                     _Problem(
-                        f"duplicate query id {query.id!r} (also at {other.path}:{other.id_line})",
+                        f"duplicate query id {quoted(query.id)} (also at {other.path}:{other.id_line})",
                         query.path,
                         query.id_line,
                         "id",
@@ -543,14 +543,15 @@ def _locate(
             if doc is None and ev.doc in broken:
                 continue
             if doc is None:
-                problems.append(_Problem(f"query {query.id}: unknown document {ev.doc!r}", query.path, ev.line, "doc"))
+                unknown = f"query {query.id}: unknown document {quoted(ev.doc)}"
+                problems.append(_Problem(unknown, query.path, ev.line, "doc"))
                 continue
             starts = _occurrences(doc.text, ev.quote)
             if len(starts) != 1:
                 how = "not found" if not starts else f"found {len(starts)} times, must be unique"
                 problems.append(
                     _Problem(
-                        f"query {query.id}: quote {_short(ev.quote)} {how} in document {ev.doc!r}",
+                        f"query {query.id}: quote {_short(ev.quote)} {how} in document {quoted(ev.doc)}",
                         query.path,
                         ev.line,
                         "quote",
@@ -663,8 +664,8 @@ def build_dataset(src_dir: Path, out_dir: Path, split: str = "test") -> BuildRep
     """
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     problems: list[_Problem] = []
-    if not _SPLIT.fullmatch(split):
-        problems.append(_Problem(f"split name {split!r} is not a plain name", str(out_dir), None, "split"))
+    if why := split_problem(split):  # the loader's rule: what is built here must load
+        problems.append(_Problem(why, str(out_dir), None, "split"))
     if not src_dir.is_dir():
         problems.append(_Problem("source directory does not exist", str(src_dir)))
         _raise_problems(problems)

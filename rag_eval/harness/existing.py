@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import CollectionNotFoundError, CollectionNotLoadedError, ConfigError, ConfigProblem
+from rag_eval.core.errors import (
+    CollectionNotFoundError,
+    CollectionNotLoadedError,
+    ConfigError,
+    ConfigProblem,
+    quoted,
+)
 from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.labels import chunk_qrels
 from rag_eval.datasets.locate import How, Location, StoredRow
@@ -95,7 +101,8 @@ def open_existing(exp: Experiment, *, load: bool) -> ForeignCollection:
         raise _problem("name", f"{exc}: name one that exists (rag-eval inspect URI lists them)") from exc
     except CollectionNotLoadedError as exc:
         raise _problem(
-            "load", f"collection {spec.name!r} is not loaded: load it, or set load = true (loading changes no data)"
+            "load",
+            f"collection {quoted(spec.name)} is not loaded: load it, or set load = true (loading changes no data)",
         ) from exc
 
 
@@ -117,7 +124,7 @@ def field_map(spec: CollectionSpec, info: CollectionInfo, *, query_dim: int) -> 
         )
     missing = [p for p in spec.partitions if p not in info.partitions]
     if missing:
-        raise _problem("partitions", f"no partition {missing[0]!r} (partitions: {', '.join(info.partitions)})")
+        raise _problem("partitions", f"no partition {quoted(missing[0])} (partitions: {', '.join(info.partitions)})")
     return fields
 
 

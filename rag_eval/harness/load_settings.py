@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
 
 MAX_CONCURRENCY = 64  # client processes in one level: more measures the client machine, not Milvus
 MAX_LEVELS = 12
@@ -92,17 +92,19 @@ def parse_concurrency(value: str | Sequence[Any], *, key: str) -> tuple[int, ...
     if isinstance(value, str):
         items = [part.strip() for part in value.split(",")]
         if not value.strip() or any(not part for part in items):
-            raise ConfigError([ConfigProblem(key, f"expected comma-separated integers such as 1,2,4,8, got {value!r}")])
+            raise ConfigError(
+                [ConfigProblem(key, f"expected comma-separated integers such as 1,2,4,8, got {quoted(value)}")]
+            )
         try:
             items = [int(part) for part in items]
         except ValueError:
             raise ConfigError(
-                [ConfigProblem(key, f"expected comma-separated integers such as 1,2,4,8, got {value!r}")]
+                [ConfigProblem(key, f"expected comma-separated integers such as 1,2,4,8, got {quoted(value)}")]
             ) from None
     else:
         items = list(value)
         if not items or not all(_is_int(v) for v in items):
-            raise ConfigError([ConfigProblem(key, f"expected a non-empty list of integers, got {value!r}")])
+            raise ConfigError([ConfigProblem(key, f"expected a non-empty list of integers, got {quoted(value)}")])
     problems = [
         ConfigProblem(key, f"{v} is not within 1..{MAX_CONCURRENCY} client processes")
         for v in items
@@ -123,7 +125,7 @@ def settings_from_table(table: Mapping[str, Any], *, prefix: str = "load") -> tu
     for key, value in table.items():
         where = f"{prefix}.{key}"
         if key not in LOAD_KEYS:
-            problems.append(ConfigProblem(where, f"unknown key (known: {', '.join(LOAD_KEYS)})"))
+            problems.append(ConfigProblem(as_written(where), f"unknown key (known: {', '.join(LOAD_KEYS)})"))
         elif key == "concurrency":
             try:
                 changes["concurrency"] = parse_concurrency(value if isinstance(value, list) else [value], key=where)
@@ -131,16 +133,16 @@ def settings_from_table(table: Mapping[str, Any], *, prefix: str = "load") -> tu
                 problems.extend(err.problems)
         elif key == "duration":
             if isinstance(value, bool) or not isinstance(value, int | float):
-                problems.append(ConfigProblem(where, f"expected seconds (a number), got {value!r}"))
+                problems.append(ConfigProblem(where, f"expected seconds (a number), got {quoted(value)}"))
             else:
                 changes["duration_s"] = float(value)
         elif key == "configs":
             if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-                problems.append(ConfigProblem(where, f"expected a non-empty list of config names, got {value!r}"))
+                problems.append(ConfigProblem(where, f"expected a non-empty list of config names, got {quoted(value)}"))
             else:
                 changes["configs"] = tuple(value)
         elif not _is_int(value):
-            problems.append(ConfigProblem(where, f"expected an integer, got {value!r}"))
+            problems.append(ConfigProblem(where, f"expected an integer, got {quoted(value)}"))
         else:
             changes[key] = value
     settings = replace(LoadSettings(), **changes)

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
 
 DEFAULT_SAMPLE = 1000
 
@@ -68,11 +68,11 @@ class TimingPlan:
             plan = replace(start, mode=LatencyMode(mode))
         except ValueError:
             raise ConfigError(
-                [ConfigProblem("--latency", f"expected all, off, sample or sample:N, got {text!r}")]
+                [ConfigProblem("--latency", f"expected all, off, sample or sample:N, got {quoted(text)}")]
             ) from None
         if size:
             if plan.mode is not LatencyMode.SAMPLE or not size.isdigit() or int(size) < 1:
-                raise ConfigError([ConfigProblem("--latency", f"expected sample:N with N >= 1, got {text!r}")])
+                raise ConfigError([ConfigProblem("--latency", f"expected sample:N with N >= 1, got {quoted(text)}")])
             plan = replace(plan, sample_size=int(size))
         return plan
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -180,7 +181,7 @@ def test_lite_file_held_by_another_process(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
-        with pytest.raises(SearchUnavailableError, match="one process at a time"):
+        with pytest.raises(SearchUnavailableError, match=r"another process holds the lock.*one process at a time"):
             MilvusStore(target(uri, "x"))
     finally:
         holder.kill()
@@ -309,3 +310,115 @@ def test_server_errors_fall_under_their_rows(
     assert errors.row_for(raised.value) is row
     translated = errors.translate(raised.value, case, uri="http://127.0.0.1", collection=ready)
     assert type(translated) is error
+
+
+# -- a Lite path that names something other than a Milvus Lite database (a directory in Lite 3.2) --------------
+
+
+def _not_lite(tmp: Path, kind: str) -> tuple[Path, str]:
+    """A path of ``kind`` that Milvus Lite cannot use, and what the refusal says it is."""
+    path = tmp / "m.db"
+    if kind == "file":  # Lite's os.makedirs: FileExistsError
+        path.write_text("not a database\n")
+        return path, "is a file (15 bytes), not a Milvus Lite database"
+    if kind == "directory":  # Lite would write its LOCK, collections/ and databases/ among the user's files
+        path.mkdir()
+        (path / "notes.txt").write_text("mine\n")
+        return path, "is a directory that is not a Milvus Lite database (it holds notes.txt and no collections/)"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path, "is a named pipe, not a Milvus Lite database"
+    if kind == "dangling":
+        path.symlink_to(tmp / "nowhere")
+        return path, f"is a symbolic link to {tmp / 'nowhere'}, which does not exist"
+    assert kind == "parent"  # Lite's os.makedirs: NotADirectoryError
+    (tmp / "file").write_text("x")
+    return tmp / "file" / "m.db", f"cannot be made: {tmp / 'file'} is a file, not a directory"
+
+
+NOT_LITE = ["file", "directory", "fifo", "dangling", "parent"]
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(f"{p.relative_to(root)}:{p.stat().st_size if p.is_file() else ''}" for p in root.rglob("*")
+                  if not p.is_symlink())  # fmt: skip
+
+
+@pytest.mark.milvus_lite
+@pytest.mark.parametrize("kind", NOT_LITE)
+def test_a_lite_path_that_is_not_a_lite_database_says_what_it_is(tmp_path: Path, kind: str) -> None:
+    from rag_eval.core.errors import LitePathError
+
+    path, what = _not_lite(tmp_path, kind)
+    before = _tree(tmp_path)
+    with pytest.raises(LitePathError) as err:
+        MilvusStore(target(str(path), "x"))
+    assert err.value.exit_code == 2 and err.value.path == str(path)
+    assert str(err.value).startswith(f"{path}: {what}") and "one process at a time" not in str(err.value)
+    assert _tree(tmp_path) == before  # nothing written into the user's directory
+
+
+@pytest.mark.milvus_lite
+@pytest.mark.parametrize("kind", NOT_LITE)
+def test_a_run_on_such_a_lite_path_is_refused_before_anything_is_written(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_eval import cli
+    from tests.conftest import SHIPPED
+
+    path, what = _not_lite(tmp_path, kind)
+    before = _tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    config = f"e={SHIPPED / 'experiments' / 'configs' / 'evidence.properties'}"
+    argv = ["run", "--dataset", str(SHIPPED), "--config", config, "--milvus-uri", str(path), "--out", "out", "-q"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: {what}" in err and "@ --milvus-uri" in err, err
+    assert _tree(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.milvus_lite
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every directory")
+def test_an_unreadable_lite_directory_is_named(tmp_path: Path) -> None:
+    from rag_eval.core.errors import LitePathError
+
+    path = tmp_path / "m.db"
+    path.mkdir()
+    path.chmod(0)
+    try:
+        with pytest.raises(LitePathError, match="cannot be read"):
+            MilvusStore(target(str(path), "x"))
+    finally:
+        path.chmod(0o755)
+
+
+@pytest.mark.milvus_lite
+def test_a_new_path_an_empty_directory_and_a_lite_database_are_opened(tmp_path: Path) -> None:
+    (tmp_path / "empty.db").mkdir()
+    for name in ("new.db", "empty.db", "new.db", "nested/deeper/n.db"):  # new.db twice: the database Lite made
+        with MilvusStore(target(str(tmp_path / name), "x")) as store:
+            assert not store.exists()
+    assert (tmp_path / "new.db" / "collections").is_dir()  # Lite 3.2's layout, which the check reads
+
+
+@pytest.mark.milvus_lite
+def test_what_milvus_lite_does_with_each_wrong_path_is_translated(tmp_path: Path) -> None:
+    """Milvus Lite itself, given each path: an OS error that names no cause (made an input error naming the
+    path), or, for a directory of other files, its own files written among them (why the path is read first)."""
+    from milvus_lite.adapter.grpc.server import start_server_in_thread
+
+    from rag_eval.core.errors import LitePathError
+
+    for kind in ("file", "fifo", "dangling", "parent"):
+        (tmp_path / kind).mkdir()
+        path, _ = _not_lite(tmp_path / kind, kind)
+        with pytest.raises(OSError) as raised:
+            start_server_in_thread(str(path))
+        error = errors.lite_failure(raised.value, str(raised.value), path=str(path))
+        assert isinstance(error, LitePathError) and error.exit_code == 2 and str(error).startswith(f"{path}: ")
+    (tmp_path / "directory").mkdir()
+    path, _ = _not_lite(tmp_path / "directory", "directory")
+    server, db, _port = start_server_in_thread(str(path))
+    server.stop(0)
+    db.close()
+    assert {"LOCK", "collections", "notes.txt"} <= {p.name for p in path.iterdir()}

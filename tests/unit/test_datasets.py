@@ -151,3 +151,59 @@ def test_an_empty_corpus_or_query_file_says_so(tmp_path: Path, corpus: str, quer
     with pytest.raises(DatasetError, match=rf"{which}: holds no (document|query)") as err:
         load_beir(_beir(tmp_path, corpus, queries))
     assert "unknown" not in str(err.value)
+
+
+HEADER = "query-id\tcorpus-id\tscore\n"
+SPAN_HEADER = "query-id\tcorpus-id\tstart\tend\tscore\n"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "file"),
+    [
+        ({"qrels": HEADER}, "test.tsv"),
+        ({"qrels": HEADER + "q1\td1\t0\nq2\td1\t0\n"}, "test.tsv"),  # judged, and nothing relevant
+        ({"trec": ""}, "test.trec"),
+        ({"spans": SPAN_HEADER}, "test.spans.tsv"),  # chunk labels come from the spans
+        ({"spans": SPAN_HEADER + "q1\td1\t0\t18\t0\n"}, "test.spans.tsv"),
+    ],
+)
+def test_a_split_without_a_single_relevance_label_is_refused(tmp_path: Path, kwargs: dict, file: str) -> None:
+    # every query would be unjudged, and every gate would pass over nothing
+    with pytest.raises(DatasetError, match="no relevance label") as err:
+        load_beir(write_dataset(tmp_path, **kwargs))
+    assert Path(err.value.path).name == file and "\n" not in str(err.value)
+
+
+def test_both_label_files_without_a_label_are_named(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=r"test\.tsv: holds no relevance label.*test\.spans\.tsv"):
+        load_beir(write_dataset(tmp_path, qrels=HEADER, spans=SPAN_HEADER))
+
+
+def test_partial_labels_are_kept(tmp_path: Path) -> None:
+    # q2 unjudged, q1 with a non-relevant judgement beside a relevant one: a split that can be evaluated
+    ds = load_beir(write_dataset(tmp_path, qrels=HEADER + "q1\td1\t1\n", spans=SPAN_HEADER + "q1\td1\t0\t18\t1\n"))
+    assert ds.relevant_docs() == {"q1": {"d1": 1}} and len(ds.queries) == 2
+
+
+def test_a_run_on_a_split_without_labels_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from rag_eval import cli
+    from tests.conftest import SHIPPED
+    from tests.unit.test_experiment_refusals import experiment
+
+    data = tmp_path / "data"
+    shutil.copytree(SHIPPED, data, ignore=shutil.ignore_patterns("src", "experiments"))
+    (data / "qrels" / "test.spans.tsv").unlink()
+    (data / "qrels" / "test.tsv").write_text(HEADER)
+    work = tmp_path / "work"
+    work.mkdir()
+    path = experiment(work, dataset_path=str(data))
+    monkeypatch.chdir(work)
+    code = cli.main(["run", str(path), "--out", str(work / "out"), "--limit", "4", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and f"{data / 'qrels' / 'test.tsv'}: holds no relevance label" in err, err
+    assert sorted(p.name for p in work.iterdir()) == [path.name]  # no run directory, no Lite file, no reports/

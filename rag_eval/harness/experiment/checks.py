@@ -20,10 +20,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
+from rag_eval.datasets.beir import split_name_problem
 from rag_eval.datasets.chunking import parse_chunker
+from rag_eval.files import name_length_problem as file_name_problem
 from rag_eval.harness.experiment.model import MAX_NAME, ConfigSpec, Experiment
-from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, uri_problem
+from rag_eval.search.milvus.lite import lite_path, lite_path_problem
+from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, is_server_uri, uri_problem
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 MAX_CUTOFFS = 20  # each cutoff is 8 more measure columns (P, R, nDCG, Success at k; chunk and document)
@@ -31,16 +34,21 @@ CUTOFF_RULE = (
     f"cutoffs are 1 to {MAX_CUTOFFS} distinct integers from 1 to {MAX_TOPK:,} "
     f"(a rank past Milvus's {MAX_TOPK:,} hits per search is never reached)"
 )
-NAME_MAX = 255  # bytes in one file name (NAME_MAX of Linux's file systems and of macOS)
 # The longest file name each kind of name becomes ({} the name), and where it is made:
 # - a config's TREC runs, runs/<config>.trec and runs/<config>.docs.trec, are written through a
 #   temporary beside them (RunStore.write_trec_runs: tempfile.mkstemp adds 8 random characters);
+# - a split's qrels in the run, qrels/<split>.chunks.trec and qrels/<split>.docs.trec, through a temporary
+#   beside them too (RunStore.write_trec_qrels, rag_eval.files.replaced);
 # - an experiment's run directory is reports/runs/<experiment>-<UTC time> (reports/load/... for a load
 #   measurement; rag_eval.cli), its accepted baseline reports/accepted/<experiment>, staged as
 #   .<experiment>.XXXXXXXX and moved aside as .<experiment>.old (rag_eval.compare.history.accept).
 LONGEST_FILE_NAME: Mapping[str, tuple[str, str]] = {
     "config": (".{}.docs.trec.XXXXXXXX.tmp", "runs/<name>.docs.trec (written as .<name>.docs.trec.XXXXXXXX.tmp)"),
     "experiment": ("{}-YYYYMMDDTHHMMSSZ", "reports/runs/<name>-<UTC time>"),
+    "split": (
+        ".{}.chunks.trec.XXXXXXXX.tmp",
+        "qrels/<split>.chunks.trec of the run (written as .<split>.chunks.trec.XXXXXXXX.tmp)",
+    ),
 }
 
 # The key of each checked field in an experiment file; a flag that set a field names it instead.
@@ -49,6 +57,7 @@ FILE_KEYS: Mapping[str, str] = {
     "production_cap": "experiment.production_cap",
     "baseline": "experiment.baseline",
     "dataset_path": "dataset.path",
+    "split": "dataset.split",
     "min_overlap_chars": "dataset.min_overlap_chars",
     "chunker_spec": "chunker.spec",
     "cutoffs": "metrics.cutoffs",
@@ -109,13 +118,13 @@ def path_problem(text: str) -> str | None:
     "'kb\\\\x00/corpus.jsonl' holds a NUL byte, which no path can"
     """
     if "\0" in text:
-        return f"{text!r} holds a NUL byte, which no path can"
+        return f"{quoted(text)} holds a NUL byte, which no path can"
     return None
 
 
 def name_length_problem(kind: str, name: str) -> str | None:
-    """Why ``name`` (a ``config`` or an ``experiment`` name) is too long for the file names made of it,
-    or None: the longest must fit in :data:`NAME_MAX` bytes, so that a run cannot fail at its end.
+    """Why ``name`` (a ``config``, ``experiment`` or ``split`` name) is too long for the file names made of
+    it, or None: the longest must fit in :data:`~rag_eval.files.NAME_MAX` bytes, so that a run cannot fail at its end.
 
     >>> name_length_problem("config", "e" * 231) is None
     True
@@ -123,14 +132,7 @@ def name_length_problem(kind: str, name: str) -> str | None:
     '232 bytes is too long for a config name'
     """
     template, shown = LONGEST_FILE_NAME[kind]
-    room = NAME_MAX - len(template.format("").encode())
-    size = len(name.encode())
-    if size <= room:
-        return None
-    return (
-        f"{size:,} bytes is too long for a {kind} name: it names the file {shown}, and a file name holds at most "
-        f"{NAME_MAX} bytes, so the name at most {room}"
-    )
+    return file_name_problem(kind, name, template, shown)
 
 
 def name_problems(key: str, name: str) -> list[ConfigProblem]:
@@ -139,7 +141,7 @@ def name_problems(key: str, name: str) -> list[ConfigProblem]:
     if not SAFE_NAME.fullmatch(name) or len(name) > MAX_NAME or name in {".", ".."}:
         return [
             ConfigProblem(
-                key, f"{name!r}: up to {MAX_NAME} letters, digits, '.', '_', '-', starting with a letter or digit"
+                key, f"{quoted(name)}: up to {MAX_NAME} letters, digits, '.', '_', '-', starting with a letter or digit"
             )
         ]
     too_long = name_length_problem("experiment", name)  # within MAX_NAME today: the rule if that is raised
@@ -165,6 +167,9 @@ def _paths(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
 
 
 def _dataset(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    # the split names files in the data set (qrels/<split>.tsv) and in the run (qrels/<split>.chunks.trec)
+    if why := split_name_problem(exp.split) or name_length_problem("split", exp.split):
+        yield ConfigProblem(keys.of("split"), why)
     if exp.min_overlap_chars < 1:  # a chunk sharing no character with a span would be relevant
         yield ConfigProblem(
             keys.of("min_overlap_chars"),
@@ -183,14 +188,18 @@ def _chunker(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
 def _milvus(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if exp.milvus_uri is not None and (why := uri_problem(exp.milvus_uri)):
         yield ConfigProblem(keys.of("milvus_uri"), why)
+    elif not is_server_uri(uri := exp.resolved_uri) and (why := lite_path_problem(uri)):
+        yield ConfigProblem(keys.of("milvus_uri"), f"{lite_path(uri)}: {why}")  # read again when it is opened
     if not 0 < exp.timeout <= 3600:
         yield ConfigProblem(keys.of("timeout"), f"must be > 0 and <= 3600 seconds, got {_number(exp.timeout)}")
     if exp.index.index_type not in INDEX_TYPES:
         yield ConfigProblem(
-            keys.of("index", "type"), f"{exp.index.index_type!r} is not one of {', '.join(INDEX_TYPES)}"
+            keys.of("index", "type"), f"{quoted(exp.index.index_type)} is not one of {', '.join(INDEX_TYPES)}"
         )
     if exp.index.metric not in METRICS:
-        yield ConfigProblem(keys.of("index", "metric"), f"{exp.index.metric!r} is not one of {', '.join(METRICS)}")
+        yield ConfigProblem(
+            keys.of("index", "metric"), f"{quoted(exp.index.metric)} is not one of {', '.join(METRICS)}"
+        )
 
 
 def _ingest(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
@@ -210,13 +219,13 @@ def _configs(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     names = [c.name for c in exp.configs]
     for name in names:
         if not SAFE_NAME.fullmatch(name):
-            yield ConfigProblem(keys.of("configs"), f"config name {name!r}: letters, digits, '.', '_', '-' only")
+            yield ConfigProblem(keys.of("configs"), f"config name {quoted(name)}: letters, digits, '.', '_', '-' only")
         elif too_long := name_length_problem("config", name):
             yield ConfigProblem(keys.of("configs"), too_long)
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        yield ConfigProblem(keys.of("configs"), f"config name {dup!r} is given more than once")
+        yield ConfigProblem(keys.of("configs"), f"config name {quoted(dup)} is given more than once")
     if exp.configs and exp.baseline not in names:
-        yield ConfigProblem(keys.of("baseline"), f"{exp.baseline!r} is not a config name ({', '.join(names)})")
+        yield ConfigProblem(keys.of("baseline"), f"{quoted(exp.baseline)} is not a config name ({', '.join(names)})")
     yield from _cap_problems(exp.configs, exp.production_cap)
     yield from _width_problems(exp.configs)
 
@@ -285,7 +294,9 @@ def _load(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if exp.load is not None and names:
         for name in exp.load.configs:
             if name not in names:
-                yield ConfigProblem(keys.of("load", "configs"), f"{name!r} is not a config name ({', '.join(names)})")
+                yield ConfigProblem(
+                    keys.of("load", "configs"), f"{quoted(name)} is not a config name ({', '.join(names)})"
+                )
 
 
 FIELD_KEYS = ("id", "vector", "text", "doc_id", "chunk_index", "title", "source", "category", "start", "end")
@@ -299,7 +310,9 @@ def _existing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if spec is None:
         return
     for key in sorted(set(spec.fields) - set(FIELD_KEYS)):
-        yield ConfigProblem(keys.of("existing", f"fields.{key}"), f"unknown key (known: {', '.join(FIELD_KEYS)})")
+        yield ConfigProblem(
+            keys.of("existing", f"fields.{as_written(key)}"), f"unknown key (known: {', '.join(FIELD_KEYS)})"
+        )
     for key in ("id", "vector", "text"):
         if not spec.fields.get(key, "").strip():
             yield ConfigProblem(keys.of("existing", f"fields.{key}"), "required: the collection's field for it")

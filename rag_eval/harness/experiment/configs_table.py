@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.config import RagConfig
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
 from rag_eval.core.types import SearchMode
 from rag_eval.harness.experiment.checks import SAFE_NAME, name_length_problem
 from rag_eval.harness.experiment.model import ConfigSpec
@@ -41,7 +41,7 @@ def read_configs(raw: Any, *, base: Path, problems: list[ConfigProblem], baselin
             problems.append(ConfigProblem(f"configs[{i}]", "expected a table"))
         elif (spec := _entry(TableReader(entry, f"configs[{i}]", problems, base=base))) is not None:
             configs.append(spec)
-    if not configs:
+    if not raw:  # entries that were given and refused say why themselves
         problems.append(ConfigProblem("configs", "at least one [[configs]] entry is required"))
     return {"configs": tuple(configs), "baseline": _baseline(raw, baseline, [c.name for c in configs], problems)}
 
@@ -49,7 +49,9 @@ def read_configs(raw: Any, *, base: Path, problems: list[ConfigProblem], baselin
 def _baseline(raw: Sequence[Any], given: str, names: Sequence[str], problems: list[ConfigProblem]) -> str:
     flagged = [c.get("name", "?") for c in raw if isinstance(c, Mapping) and c.get("baseline") is True]
     if given and flagged and flagged != [given]:
-        problems.append(ConfigProblem("experiment.baseline", f"{given!r} disagrees with baseline = true on {flagged}"))
+        problems.append(
+            ConfigProblem("experiment.baseline", f"{quoted(given)} disagrees with baseline = true on {flagged}")
+        )
     if len(flagged) > 1:
         problems.append(ConfigProblem("configs", f"more than one baseline: {flagged}"))
     return given or (flagged[0] if flagged else (names[0] if names else ""))
@@ -65,7 +67,7 @@ def _entry(t: TableReader) -> ConfigSpec | None:
     what_if = t.get("what_if", str)
     t.finish()
     if not name or not SAFE_NAME.fullmatch(name):
-        t.problem("name", f"required; letters, digits, '.', '_', '-' only: {name!r}")
+        t.problem("name", f"required; letters, digits, '.', '_', '-' only: {quoted(name)}")
         return None
     if too_long := name_length_problem("config", name):
         t.problem("name", too_long)
@@ -77,7 +79,7 @@ def _entry(t: TableReader) -> ConfigSpec | None:
     try:
         mode = SearchMode(mode_raw)
     except ValueError:
-        t.problems.append(ConfigProblem(f"{prefix}.mode", f"{mode_raw!r} is not one of dense, grouped, hybrid"))
+        t.problems.append(ConfigProblem(f"{prefix}.mode", f"{quoted(mode_raw)} is not one of dense, grouped, hybrid"))
         mode = SearchMode.DENSE
     if props is not None and inline is not None:
         t.problems.append(ConfigProblem(prefix, "give either properties = FILE or a rag table, not both"))
@@ -109,7 +111,8 @@ def _rag_config(
 
 def _what_if_fits(what_if: str, config: RagConfig, prefix: str, problems: list[ConfigProblem]) -> bool:
     if what_if not in WHAT_IFS:
-        problems.append(ConfigProblem(f"{prefix}.what_if", f"{what_if!r} is not one of {', '.join(sorted(WHAT_IFS))}"))
+        known = ", ".join(sorted(WHAT_IFS))
+        problems.append(ConfigProblem(f"{prefix}.what_if", f"{quoted(what_if)} is not one of {known}"))
         return False
     if config.pipeline.is_legacy:
         problems.append(ConfigProblem(f"{prefix}.what_if", "applies to the evidence pipeline only"))

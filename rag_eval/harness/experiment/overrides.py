@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.config import RagConfig
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
 from rag_eval.core.types import SearchMode
 from rag_eval.harness.experiment.checks import (
     SAFE_NAME,
@@ -50,7 +50,7 @@ def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
     """``NAME=FILE.properties`` or ``NAME=FILE.properties:MODE`` from the command line."""
     name, eq, rest = value.partition("=")
     if not eq or not SAFE_NAME.fullmatch(name) or not rest:
-        raise ConfigError([ConfigProblem("--config", f"expected NAME=FILE[.properties][:MODE], got {value!r}")])
+        raise ConfigError([ConfigProblem("--config", f"expected NAME=FILE[.properties][:MODE], got {quoted(value)}")])
     if too_long := name_length_problem("config", name):
         raise ConfigError([ConfigProblem("--config", too_long)])
     path, _, mode_raw = rest.partition(":") if not Path(rest).exists() else (rest, "", "")
@@ -59,7 +59,7 @@ def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
     try:
         mode = SearchMode(mode_raw or "dense")
     except ValueError as exc:
-        raise ConfigError([ConfigProblem("--config", f"unknown mode {mode_raw!r} in {value!r}")]) from exc
+        raise ConfigError([ConfigProblem("--config", f"unknown mode {quoted(mode_raw)} in {quoted(value)}")]) from exc
     config = RagConfig.from_properties_file(base / path)
     return ConfigSpec(name=name, config=config, mode=mode, origin=str(base / path))
 
@@ -97,7 +97,8 @@ def with_overrides(
             changes["name"] = slug_name(Path(dataset).resolve().name)
     if profile is not None:
         if profile not in PROFILES:
-            problems.append(ConfigProblem("--profile", f"unknown profile {profile!r} (known: {', '.join(PROFILES)})"))
+            known = ", ".join(PROFILES)
+            problems.append(ConfigProblem("--profile", f"unknown profile {quoted(profile)} (known: {known})"))
         else:
             changes["profile"] = PROFILES[profile]
     if configs:

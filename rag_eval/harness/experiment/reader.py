@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, as_written
 from rag_eval.harness.experiment.checks import check_experiment, path_problem, raise_problems
 from rag_eval.harness.experiment.configs_table import read_configs
 from rag_eval.harness.experiment.model import Experiment
@@ -46,7 +46,9 @@ def load_experiment(path: str | Path) -> Experiment:
 def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str | None) -> Experiment:
     """The experiment of a parsed TOML document; ``base`` is where its relative paths start."""
     known = ", ".join(sorted(TOP_KEYS))
-    problems = [ConfigProblem(key, f"unknown table (known: {known})") for key in table if key not in TOP_KEYS]
+    problems = [
+        ConfigProblem(as_written(key), f"unknown table (known: {known})") for key in table if key not in TOP_KEYS
+    ]
     fields: Fields = {"source": source}
     for name, read in TABLES.items():
         section = _section(table, name, base, problems)

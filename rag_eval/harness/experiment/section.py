@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rag_eval.core.errors import ConfigProblem
+from rag_eval.core.errors import ConfigProblem, as_written, quoted
 from rag_eval.harness.experiment.checks import path_problem
 
 
@@ -54,11 +54,11 @@ class TableReader:
             return default
         value = self.table[key]
         if isinstance(value, bool) and kind in (int, float, (int, float)):
-            self.problem(key, f"expected a number, got {value!r}")
+            self.problem(key, f"expected a number, got {quoted(value)}")
             return default
         if not isinstance(value, kind):
             names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            self.problem(key, f"expected {names}, got {value!r}")
+            self.problem(key, f"expected {names}, got {quoted(value)}")
             return default
         return value
 
@@ -95,4 +95,4 @@ class TableReader:
         """Refuse the keys no reader asked for."""
         for key in self.table:
             if key not in self.used:
-                self.problem(key, "unknown key")
+                self.problem(as_written(key), "unknown key")

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rag_eval.core.errors import quoted
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
 from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.experiment.checks import CUTOFF_RULE, path_problem
@@ -115,10 +116,10 @@ def read_collection(t: TableReader) -> Fields:
     fields = t.get("fields", Mapping, {})
     bad = [k for k, v in fields.items() if not isinstance(v, str)]
     for key in bad:
-        t.problem(f"fields.{key}", f"expected a field name (text), got {fields[key]!r}")
+        t.problem(f"fields.{key}", f"expected a field name (text), got {quoted(fields[key])}")
     partitions = t.get("partitions", list, [])
     if not all(isinstance(p, str) and p.strip() for p in partitions):
-        t.problem("partitions", f"expected partition names, got {partitions!r}")
+        t.problem("partitions", f"expected partition names, got {quoted(partitions)}")
         partitions = []
     max_unresolved = t.get("max_unresolved", (int, float), DEFAULT_MAX_UNRESOLVED)
     threshold = t.get("fuzzy_threshold", (int, float), DEFAULT_FUZZY_THRESHOLD)
@@ -138,7 +139,7 @@ def read_ingest(t: TableReader) -> Fields:
     name = t.get("profile", str, DEFAULT_PROFILE)
     base = PROFILES.get(name)
     if base is None:
-        t.problem("profile", f"unknown profile {name!r} (known: {', '.join(PROFILES)})")
+        t.problem("profile", f"unknown profile {quoted(name)} (known: {', '.join(PROFILES)})")
         base = PROFILES["clean"]
     changes: dict[str, Any] = {}
     for key in ("legacy_share", "missing_doc_share", "duplicate_share"):
@@ -156,7 +157,7 @@ def read_metrics(t: TableReader) -> Fields:
     """``[metrics]`` cutoffs (the k of P@k, R@k, nDCG@k, Success@k)."""
     cutoffs = t.get("cutoffs", list, list(DEFAULT_CUTOFFS))
     if not all(isinstance(c, int) and not isinstance(c, bool) for c in cutoffs):
-        t.problem("cutoffs", f"expected integers, got {cutoffs!r}: {CUTOFF_RULE}")
+        t.problem("cutoffs", f"expected integers, got {quoted(cutoffs)}: {CUTOFF_RULE}")
         cutoffs = list(DEFAULT_CUTOFFS)
     return {"cutoffs": tuple(sorted(cutoffs))}  # duplicates kept, for the check to name
 
@@ -174,7 +175,7 @@ def read_timing(t: TableReader) -> Fields:
     size = t.get("latency_sample", int, default.sample_size)
     seed = t.get("latency_seed", int, default.seed)
     if mode not in {m.value for m in LatencyMode}:
-        t.problem("latency", f"{mode!r} is not one of all, sample, off")
+        t.problem("latency", f"{quoted(mode)} is not one of all, sample, off")
         mode = default.mode.value
     return {**fields, "timing": TimingPlan(mode=LatencyMode(mode), sample_size=size, seed=seed)}
 

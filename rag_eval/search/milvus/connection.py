@@ -3,8 +3,10 @@
 A server URI gets a client of its own (``dedicated``) with quiet gRPC keepalive options. A Lite path is
 served in-process by milvus-lite, which holds a file lock on it: one process at a time can open a Lite file,
 and within a process its clients share one Lite server, counted here and released (the lock freed) when the
-last of them closes. Connecting gets the target's ``timeout`` in all, retries with backoff included; each
-data call gets ``call_timeout`` unless the caller gives it a budget of its own.
+last of them closes. A Lite path that names anything but a new path, an empty directory or a Lite database is
+refused before milvus-lite is given it (:mod:`~rag_eval.search.milvus.lite`). Connecting gets the target's
+``timeout`` in all, retries with backoff included; each data call gets ``call_timeout`` unless the caller
+gives it a budget of its own.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final, Literal, TypeVar
 
-from rag_eval.core.errors import RagEvalError, SearchUnavailableError
+from rag_eval.core.errors import LitePathError, RagEvalError, SearchUnavailableError
 from rag_eval.search.milvus import errors
 from rag_eval.search.milvus.lazy import pymilvus
+from rag_eval.search.milvus.lite import lite_path, lite_path_problem
 from rag_eval.search.milvus.schema import DEFAULT_CALL_TIMEOUT, SearchTarget, one_line
 
 # pymilvus pings every 10 s even with no call in flight (while a long ingest embeds, say), and sends
@@ -73,25 +76,17 @@ class Connection:
         pm = pymilvus()
         from milvus_lite.server_manager import server_manager_instance as manager
 
-        path = Path(self.uri).expanduser().absolute()
+        path = lite_path(self.uri)
+        if why := lite_path_problem(self.uri):
+            raise LitePathError(why, path=str(path))
         path.parent.mkdir(parents=True, exist_ok=True)
         key = str(path)
-        reasons: list[str] = []
-        handler = _Capture(reasons)
-        lite_logger = logging.getLogger("milvus_lite.server_manager")
         with _LITE_LOCK:
-            lite_logger.addHandler(handler)
-            try:
+            with _captured("milvus_lite.server_manager") as capture:
                 local = manager.start_and_get_uri(key)
-            finally:
-                lite_logger.removeHandler(handler)
             if local is None:
-                why = reasons[0] if reasons else "it could not be opened"
-                raise SearchUnavailableError(
-                    f"Milvus Lite could not open {key} ({why}): only one process at a time can use a Lite file, "
-                    "close the other one or use a Milvus server",
-                    uri=key,
-                )
+                why = capture.sink[0] if capture.sink else "it could not be opened"
+                raise errors.lite_failure(capture.failures[0] if capture.failures else None, why, path=key)
             _LITE_REFS[key] = _LITE_REFS.get(key, 0) + 1
             self._lite_key = key
         try:
@@ -175,11 +170,35 @@ class Connection:
         return errors.translate(exc, what, uri=self.shown, collection=collection, budget=budget)
 
 
+@contextmanager
+def _captured(name: str) -> Iterator[_Capture]:
+    """What the logger ``name`` logs within the block, kept rather than shown: milvus-lite says why it did not
+    open a path only in its log (its loggers are quieted to CRITICAL by :func:`pymilvus`, so the level is
+    lowered for the block, and nothing propagates to the terminal)."""
+    logger = logging.getLogger(name)
+    capture = _Capture([], [])
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.ERROR)
+    logger.propagate = False
+    logger.addHandler(capture)
+    try:
+        yield capture
+    finally:
+        logger.removeHandler(capture)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 class _Capture(logging.Handler):
-    def __init__(self, sink: list[str]) -> None:
+    """What milvus-lite logs while it opens a path: its words on one line, and the exceptions it logs."""
+
+    def __init__(self, sink: list[str], failures: list[BaseException]) -> None:
         super().__init__(logging.DEBUG)
         self.sink = sink
+        self.failures = failures
 
     def emit(self, record: logging.LogRecord) -> None:
         exc = record.exc_info[1] if record.exc_info else None
         self.sink.append(one_line(exc if exc is not None else record.getMessage(), 160))
+        if exc is not None:
+            self.failures.append(exc)

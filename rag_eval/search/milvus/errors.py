@@ -20,6 +20,12 @@
       "must be", "exceed", "param", ...)
     anything else from a server that answered                BACKEND_FAILED   SearchBackendError (3)
 
+    Milvus Lite failing to open its path (by the exception's class)
+    DataDirLockedError (another process holds the path)       LITE_LOCKED      SearchUnavailableError (3)
+    PermissionError, FileExistsError, NotADirectoryError,     LITE_PATH        LitePathError (2)
+      IsADirectoryError (what the path names)
+    anything else                                             LITE_FAILED      SearchUnavailableError (3)
+
 Three kinds of failure reach the boundary (:meth:`Connection.call <rag_eval.search.milvus.connection.Connection.call>`):
 
 * a raw ``grpc.RpcError`` (a call the backend does not implement, a Lite deadline): by its status code in
@@ -29,10 +35,14 @@ Three kinds of failure reach the boundary (:meth:`Connection.call <rag_eval.sear
   bottom; none matching is :data:`BACKEND_FAILED` (a server that answered without blaming the request
   failed itself: exit 3, never exit 2).
 
+Milvus Lite reports a path it cannot open in its log and gives no client (:func:`lite_failure`); what the
+path names is read before that (:mod:`rag_eval.search.milvus.lite`), so :data:`LITE_PATH` is for a path
+that changed in between.
+
 Codes and words cover both backends: the 2.3 server says ``cannot parse expression`` (code 65535) where
 Lite says code 6 about a column; a wrong dimension is 65535 on the server and 6 on Lite. A row's message is a
-template over the failure (``{uri}`` redacted, ``{what}`` the call, ``{name}`` the collection, ``{message}``
-Milvus's own words on one line, ``{why}`` and ``{status}``).
+template over the failure (``{uri}`` redacted, ``{what}`` the call, ``{name}`` the collection quoted,
+``{message}`` Milvus's own words on one line, ``{why}`` and ``{status}``).
 
 >>> milvus_row(100, "collection not found[collection=kb]").error.__name__
 'CollectionNotFoundError'
@@ -53,11 +63,13 @@ from rag_eval.core.errors import (
     CollectionNotLoadedError,
     DimensionMismatchError,
     FilterError,
+    LitePathError,
     RagEvalError,
     SearchBackendError,
     SearchRequestError,
     SearchUnavailableError,
     UnsupportedFeatureError,
+    quoted,
 )
 from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.schema import one_line
@@ -114,13 +126,15 @@ class Row:
     def build(self, failure: Failure) -> RagEvalError:
         f = failure
         text = self.message.format(
-            uri=f.uri, what=f.what, name=f.collection, message=f.message, why=f.why, status=f.status
+            uri=f.uri, what=f.what, name=quoted(f.collection), message=f.message, why=f.why, status=f.status
         )
         attrs: dict[str, Any] = {"uri": f.uri}
         if issubclass(self.error, (CollectionNotFoundError, CollectionNotLoadedError)):
             attrs["collection"] = f.collection
         elif issubclass(self.error, UnsupportedFeatureError):
             attrs["feature"] = f.what
+        elif issubclass(self.error, LitePathError):
+            attrs = {"path": f.uri}
         return self.error(text, **attrs)
 
 
@@ -156,19 +170,19 @@ GRPC_OTHER: Final = Row(
 BAD_URI: Final = Row(error=SearchUnavailableError, message="cannot open Milvus at {uri}: {message}: check --milvus-uri")
 NOT_FOUND: Final = Row(
     error=CollectionNotFoundError,
-    message="collection {name!r} does not exist in Milvus at {uri}: ingest the data set first or check "
+    message="collection {name} does not exist in Milvus at {uri}: ingest the data set first or check "
     "the collection name",
     when=(code(100), says("collection not found"), says("does not exist"), says("can't find collection")),
 )
 NOT_LOADED: Final = Row(
     error=CollectionNotLoadedError,
-    message="collection {name!r} in Milvus at {uri} is not loaded: load it (rag_eval loads on open "
+    message="collection {name} in Milvus at {uri} is not loaded: load it (rag_eval loads on open "
     "unless told not to) or re-run ingest",
     when=(code(101), says("not loaded"), says("state 'released'")),
 )
 NO_INDEX: Final = Row(
     error=CollectionNotLoadedError,
-    message="collection {name!r} in Milvus at {uri} has no index: finish ingest (finalize) first",
+    message="collection {name} in Milvus at {uri} has no index: finish ingest (finalize) first",
     when=(code(700), says("index not found")),
 )
 BAD_FILTER: Final = Row(
@@ -178,17 +192,30 @@ BAD_FILTER: Final = Row(
 )
 WRONG_DIMENSION: Final = Row(
     error=DimensionMismatchError,
-    message="vector dimension does not match collection {name!r} ({message}): embed with the model used at ingest",
+    message="vector dimension does not match collection {name} ({message}): embed with the model used at ingest",
     when=(says("sizeof"), says("dim", "mismatch"), says("dim", "should divide"), says("dim", "expected dim")),
 )
 REFUSED: Final = Row(
     error=SearchRequestError,
-    message="Milvus at {uri} refused {what} on {name!r}: {message}",
+    message="Milvus at {uri} refused {what} on {name}: {message}",
     when=(code(1100), *(says(word) for word in INPUT_WORDS)),
 )
 BACKEND_FAILED: Final = Row(
     error=SearchBackendError,
-    message="Milvus at {uri} failed {what} on {name!r}: {message}: check the server's health and logs",
+    message="Milvus at {uri} failed {what} on {name}: {message}: check the server's health and logs",
+)
+
+LITE_LOCKED: Final = Row(
+    error=SearchUnavailableError,
+    message="Milvus Lite could not open {uri} ({message}): only one process at a time can use a Lite file, "
+    "close the other one or use a Milvus server",
+)
+LITE_PATH: Final = Row(error=LitePathError, message="Milvus Lite cannot use it as a database ({message})")
+LITE_FAILED: Final = Row(error=SearchUnavailableError, message="Milvus Lite could not open {uri} ({message})")
+# why Milvus Lite did not open its path, by the exception's class name (in its MRO), else LITE_FAILED
+LITE_ROWS: Final = (
+    ("DataDirLockedError", LITE_LOCKED),
+    *((name, LITE_PATH) for name in ("PermissionError", "FileExistsError", "NotADirectoryError", "IsADirectoryError")),
 )
 
 # a raw gRPC error, by its status code's name (None: an RpcError that carries no code)
@@ -208,6 +235,18 @@ def milvus_row(code: int | None, message: str) -> Row:
     """The row of :data:`MILVUS_ROWS` a Milvus error code and message fall under (else :data:`BACKEND_FAILED`)."""
     low = message.lower()
     return next((row for row in MILVUS_ROWS if row.matches(code, low)), BACKEND_FAILED)
+
+
+def lite_failure(exc: BaseException | None, reason: str, *, path: str) -> RagEvalError:
+    """The project's error for Milvus Lite failing to open ``path``: ``exc`` is what it logged (None when it
+    logged no exception), ``reason`` its words on one line.
+
+    >>> str(lite_failure(FileExistsError(17, "File exists"), "[Errno 17] File exists", path="/x/m.db"))
+    '/x/m.db: Milvus Lite cannot use it as a database ([Errno 17] File exists)'
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__} if exc is not None else set()
+    row = next((row for name, row in LITE_ROWS if name in names), LITE_FAILED)
+    return row.build(Failure(uri=path, what="open", message=reason))
 
 
 def grpc_row(status: str | None) -> Row:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rag_eval.core.errors import quoted
 from rag_eval.search.milvus.schema import milvus_string_literal
 
 # what the port's hit carries, and whether a collection must map it
@@ -54,7 +55,7 @@ class FieldRef:
         dynamic fields; raises :class:`FieldMapError` naming ``key`` when it cannot be found."""
         text = spec.strip()
         if not text or any(not part for part in text.split(".")):
-            raise FieldMapError(key, f"{spec!r} is not a field name or a dotted path into a JSON field")
+            raise FieldMapError(key, f"{quoted(spec)} is not a field name or a dotted path into a JSON field")
         head, *rest = text.split(".")
         if head in schema:
             kind = schema[head]
@@ -64,7 +65,7 @@ class FieldRef:
         if dynamic:
             return cls(field=head, path=tuple(rest), dynamic=True, json=bool(rest))
         fields = ", ".join(sorted(schema)) or "none"
-        raise FieldMapError(key, f"the collection has no field {head!r} (fields: {fields}; dynamic fields off)")
+        raise FieldMapError(key, f"the collection has no field {quoted(head)} (fields: {fields}; dynamic fields off)")
 
     @property
     def spec(self) -> str:
@@ -159,7 +160,8 @@ def parse_field_map(table: Mapping[str, str], *, schema: Mapping[str, str], dyna
     for key, name, allowed in (("id", pk, ("VARCHAR", "INT64")), ("vector", vector, VECTOR_TYPES)):
         kind = schema.get(name)
         if kind is None:
-            raise FieldMapError(key, f"the collection has no field {name!r} (fields: {', '.join(sorted(schema))})")
+            known = ", ".join(sorted(schema))
+            raise FieldMapError(key, f"the collection has no field {quoted(name)} (fields: {known})")
         if kind not in allowed:
             raise FieldMapError(key, f"field {name!r} is {kind}, not {' or '.join(allowed)}")
     refs = {

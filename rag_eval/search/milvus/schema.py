@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from rag_eval.core.errors import FilterError
+from rag_eval.core.errors import FilterError, as_written, quoted
 
 if TYPE_CHECKING:  # fields.py reads this module's quoting; the map is only named here
     from rag_eval.search.milvus.fields import FieldMap
@@ -174,7 +174,7 @@ def milvus_string_literal(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise FilterError(f"filter value {value!r} is not valid text: pass a UTF-8 string") from exc
+        raise FilterError(f"filter value {quoted(value)} is not valid text: pass a UTF-8 string") from exc
     table = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
     return '"' + "".join(table.get(ch, ch) for ch in value) + '"'
 
@@ -223,25 +223,25 @@ def uri_problem(uri: str) -> str | None:
     scheme, sep, _ = uri.partition("://")
     if sep:
         if scheme.lower() not in SERVER_SCHEMES:
-            return f"scheme {scheme!r} is not one of {', '.join(SERVER_SCHEMES)} (a Lite file is a plain path)"
+            return f"scheme {quoted(scheme)} is not one of {', '.join(SERVER_SCHEMES)} (a Lite file is a plain path)"
         parts = urlsplit(uri)
         try:
             port = parts.port
         except ValueError:
-            return f"{redact_uri_loosely(uri)} has a port that is not a number from 1 to 65535"
+            return f"{as_written(redact_uri_loosely(uri))} has a port that is not a number from 1 to 65535"
         if not parts.hostname:
-            return f"{redact_uri_loosely(uri)} names no host"
+            return f"{as_written(redact_uri_loosely(uri))} names no host"
         if port == 0:
-            return f"{redact_uri_loosely(uri)} has port 0"
+            return f"{as_written(redact_uri_loosely(uri))} has port 0"
         return None
     if "@" in uri.split("/", 1)[0]:
         host = uri.split("/", 1)[0].rsplit("@", 1)[1]
         return (
-            f"a URI with credentials but no scheme is not a file path: write http://{host} and give the token "
-            "in the token environment variable"
+            f"a URI with credentials but no scheme is not a file path: write http://{as_written(host)} and give the "
+            "token in the token environment variable"
         )
     if _HOST_PORT.match(uri) and not uri.endswith(".db"):
-        return f"{uri!r} looks like a server address without a scheme: write http://{uri}"
+        return f"{quoted(uri)} looks like a server address without a scheme: write http://{as_written(uri)}"
     return None
 
 

@@ -33,6 +33,7 @@ from rag_eval.core.errors import (
     FilterError,
     SearchRequestError,
     UnsupportedFeatureError,
+    quoted,
 )
 from rag_eval.core.ports import PortBase
 from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, fast_constructor, hit_order
@@ -309,7 +310,7 @@ class MilvusSearch(PortBase):
         if stray:
             raise FilterError(
                 f"Milvus at {self._conn.shown} returned rows {stray[:5]} outside the category filter "
-                f"{category!r}: report this backend as unsafe for filtering",
+                f"{quoted(category)}: report this backend as unsafe for filtering",
                 uri=self._conn.shown,
             )
 
