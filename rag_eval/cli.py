@@ -24,7 +24,6 @@ EXIT_REGRESSION = 1
 EXIT_INPUT = 2
 EXIT_INFRA = 3
 EXIT_INTERNAL = 70  # sysexits EX_SOFTWARE: a bug, never to be read as a regression (1)
-EXIT_BUG = EXIT_INTERNAL
 EXIT_INTERRUPTED = 130
 
 Command = Callable[[argparse.Namespace], int]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,10 +141,6 @@ class LoadSource:
         if mine is not None and theirs is not None and mine != theirs:
             return None, f"load.json measured {config!r} with other settings (hash {theirs}, the run's {mine})"
         return found, ""
-
-
-def family_size(checks: Sequence[AbsoluteCheck | RelativeCheck]) -> int:
-    return sum(1 for c in checks if is_load_metric(c.metric))
 
 
 def evaluate(

@@ -13,9 +13,9 @@ delivered documents in order of first delivery:
 Only judged queries (at least one relevant item) count for these; a judged query with an
 empty payload scores 0. The project's own measures are documented in the README.
 
-The functions on one row (``standard_measures``, ``content_duplicate_breakdown``, ...) state the
-definitions; ``per_query_frame`` and ``summarize`` compute them for a whole table column-wise
-(:mod:`rag_eval.metrics.perquery`), to the same values.
+``summarize`` computes them for a whole table column-wise (:mod:`rag_eval.metrics.perquery`); the
+tests hold them equal, to the last bit, to the same definitions written one row at a time
+(``tests/unit/rowwise_measures.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rag_eval.core.identity import key_kind
 from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
 from rag_eval.metrics import perquery
 from rag_eval.metrics.columns import flat_values
@@ -38,10 +37,9 @@ from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of
 from rag_eval.metrics.registry import LATENCY_STAGES, MISSION, Measure, measure_names
 
 __all__ = [
-    "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "content_duplicate_breakdown", "declared_values", "doc_of",
-    "doc_ranking", "first_occurrences", "latency_stats", "max_chunks_per_document", "measure_names", "pair_frame",
-    "per_query_frame", "quantile_ci", "query_values", "row_identity", "same_doc_pairs", "standard_measures",
-    "summarize", "summary_frame",
+    "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "declared_values", "doc_of", "doc_ranking",
+    "first_occurrences", "latency_stats", "max_chunks_per_document", "measure_names", "pair_frame", "quantile_ci",
+    "query_values", "same_doc_pairs_of_row", "summarize", "summary_frame",
 ]  # fmt: skip
 
 
@@ -57,33 +55,9 @@ def doc_ranking(row: Mapping[str, Any]) -> list[str]:
     return first_occurrences(doc_of(c) for c in row["member_chunks"] if not c.startswith("unknown:"))
 
 
-def standard_measures(ranking: Sequence[str], qrels: Mapping[str, int], cutoffs: Sequence[int]) -> dict[str, float]:
-    """P, R, nDCG, Success at each cutoff, and RR, for one query."""
-    relevant = {k for k, g in qrels.items() if g >= 1}
-    out: dict[str, float] = {}
-    gains = [float(qrels.get(item, 0)) if qrels.get(item, 0) >= 1 else 0.0 for item in ranking]
-    ideal = sorted((float(g) for g in qrels.values() if g >= 1), reverse=True)
-    for k in cutoffs:
-        top = ranking[:k]
-        hits = sum(1 for item in top if item in relevant)
-        out[f"P@{k}"] = hits / k
-        out[f"R@{k}"] = hits / len(relevant) if relevant else 0.0
-        out[f"Success@{k}"] = 1.0 if hits else 0.0
-        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
-        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
-        out[f"nDCG@{k}"] = dcg / idcg if idcg > 0 else 0.0
-    rr = 0.0
-    for i, item in enumerate(ranking, start=1):
-        if item in relevant:
-            rr = 1.0 / i
-            break
-    out["RR"] = rr
-    return out
-
-
-def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
+def same_doc_pairs_of_row(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
     """(doc, relevant, delivered, recall, cap-aware recall) for each document with >= 2
-    relevant chunks for this query."""
+    relevant chunks for this query (one row; :func:`rag_eval.metrics.perquery.same_doc_pairs` does a table)."""
     per_doc: dict[str, list[str]] = {}
     for chunk in row["relevant_chunks"]:
         per_doc.setdefault(doc_of(chunk), []).append(chunk)
@@ -98,42 +72,6 @@ def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, i
     return out
 
 
-def row_identity(key: str, stored_doc_id: str) -> str:
-    """What identity the row that carried a delivered chunk had, from its D1 key and stored doc id."""
-    kind = key_kind(key)
-    if kind == "chunk":
-        return "doc_id and chunk_index"
-    if kind == "rank":
-        return "no identity"
-    return "no doc_id" if not stored_doc_id else "no chunk_index"
-
-
-def content_duplicate_breakdown(row: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Each delivered chunk whose normalised content was already delivered under another key:
-    its cause (``re-ingested copy``: the same true chunk through a second row; ``same text,
-    other chunk``: a different chunk with the same text, such as a page's v2 or boilerplate),
-    the D1 key kind of its row (``chunk``, ``vector``, ``rank``) and that row's identity.
-
-    A chunk is such a duplicate when its key is new in the payload and its content is not; it
-    repeats the first delivered chunk with that content."""
-    keys, chunks, docs = row["member_keys"], row["member_chunks"], row["member_doc_ids"]
-    seen_keys: set[str] = set()
-    first_of_sha: dict[str, int] = {}
-    out = []
-    for i, (key, sha) in enumerate(zip(keys, row["member_content_sha"], strict=True)):
-        if key not in seen_keys and sha in first_of_sha:
-            out.append(
-                {
-                    "cause": COPY if chunks[i] == chunks[first_of_sha[sha]] else SAME_TEXT,
-                    "key_kind": key_kind(key),
-                    "row_identity": row_identity(key, docs[i]),
-                }
-            )
-        seen_keys.add(key)
-        first_of_sha.setdefault(sha, i)
-    return out
-
-
 def as_arrow(table: pd.DataFrame | pa.Table, columns: Sequence[str]) -> pa.Table:
     """The per-query table's ``columns`` that are present, as Arrow (the run store's types)."""
     if isinstance(table, pa.Table):
@@ -141,21 +79,6 @@ def as_arrow(table: pd.DataFrame | pa.Table, columns: Sequence[str]) -> pa.Table
     present = [c for c in columns if c in table.columns]
     schema = pa.schema([SCHEMA.field(c) for c in present])
     return pa.Table.from_pandas(table[present], schema=schema, preserve_index=False)
-
-
-def per_query_frame(
-    table: pd.DataFrame | pa.Table,
-    cutoffs: Sequence[int],
-    caps: Mapping[str, int | None],
-    checked_caps: Mapping[str, int | None] | None = None,
-) -> pd.DataFrame:
-    """One row per (query, config) with every per-query measure (NaN where not defined).
-
-    ``caps``: the cap of the cap-aware recall per config (None: no cap); ``checked_caps``: the
-    cap delivery is checked against (``cap_ok`` by stored doc id, ``cap_ok_true`` by true
-    document; NaN where a config has none).
-    """
-    return perquery.compute(as_arrow(table, perquery.COLUMNS), cutoffs, caps, checked_caps or {}).frame
 
 
 def _pct(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series, q: float) -> float:
@@ -459,7 +382,7 @@ PAIR_COLUMNS = ("query_id", "config", "doc_id", "relevant", "delivered", "recall
 def pair_frame(table: Rows, caps: Mapping[str, int | None]) -> pd.DataFrame:
     """One row per (query, config, document with >= 2 relevant chunks): the units that
     same-document multi-chunk recall averages over, so a comparison can pair them
-    (:func:`same_doc_pairs` for every row, computed column-wise; a stream is read one batch at a time).
+    (:func:`rag_eval.metrics.perquery.same_doc_pairs`, a stream read one batch at a time).
 
     ``caps``: config -> the cap of the cap-aware recall (None: no cap).
 
@@ -503,8 +426,8 @@ def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
 
 
 def query_values(table: Rows, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
-    """Every per-query value a comparison pairs on, one row per (query, config): the columns of
-    :func:`per_query_frame`, and
+    """Every per-query value a comparison pairs on, one row per (query, config): the per-query measures
+    (:func:`rag_eval.metrics.perquery.compute`), and
 
     ``cap_ok``            1.0 when no stored doc id has more delivered chunks than the cap it is checked
                           against (NaN when there is none); ``cap_ok_true`` the same by true document

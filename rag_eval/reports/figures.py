@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rag_eval.metrics.measures import same_doc_pairs
+from rag_eval.metrics.measures import same_doc_pairs_of_row
 from rag_eval.reports import charts
 from rag_eval.reports.display import Measure, flatten_config, measure
 from rag_eval.reports.load import curve_chart
@@ -40,7 +40,7 @@ def recall_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
     """(recall, low, high) of same-document multi-chunk recall over ``rows`` (one config)."""
     sums, counts = [], []
     for raw in rows.to_dict("records"):
-        pairs = same_doc_pairs({str(k): v for k, v in raw.items()}, None)
+        pairs = same_doc_pairs_of_row({str(k): v for k, v in raw.items()}, None)
         if pairs:
             sums.append(sum(p[3] for p in pairs))
             counts.append(len(pairs))

@@ -37,12 +37,13 @@ from rag_eval.harness.timing import TimingPlan
 from rag_eval.search.milvus import MilvusStore, is_server_uri
 from tests.benchmarks.memory import CONFIGS, EVIDENCE
 from tests.benchmarks.synthetic import write_dataset
+from tests.unit.frames import read_parts
 
 LATENCY = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us")
 
 
 def _rows(store: RunStore) -> pa.Table:
-    table = store.read_parts()
+    table = read_parts(store)
     return table.drop_columns(list(LATENCY)).sort_by([("query_index", "ascending"), ("config", "ascending")])
 
 
