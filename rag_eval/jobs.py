@@ -27,7 +27,7 @@ from rag_eval.compare.history import (
     accepted_info,
     append_history,
 )
-from rag_eval.compare.rundir import IDENTITY, RunData
+from rag_eval.compare.rundir import IDENTITY, ComparedRun
 from rag_eval.core.config import PipelineKind
 from rag_eval.core.errors import RunDirectoryError, RunStoreError
 from rag_eval.datasets.beir import load_beir
@@ -216,7 +216,7 @@ def run_experiment(
     gate_set.validate(catalog(exp.cutoffs))
     if exp.load is not None:
         refuse_lite(exp.target)  # before anything is written
-    earlier = RunData.from_dir(against) if against is not None else None
+    earlier = ComparedRun.from_dir(against) if against is not None else None
     store = RunStore(out)
     store.check_target()
     if resume:
@@ -243,7 +243,7 @@ def run_experiment(
     )
 
 
-def _check_pairable(exp: Experiment, prep: Prepared, earlier: RunData) -> None:
+def _check_pairable(exp: Experiment, prep: Prepared, earlier: ComparedRun) -> None:
     """Refuse, before anything runs, to pair with a run over other data."""
     mine = {
         "data set checksum": prep.dataset.checksum,
@@ -261,7 +261,7 @@ def _check_pairable(exp: Experiment, prep: Prepared, earlier: RunData) -> None:
         )
 
 
-def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> RunData:
+def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> ComparedRun:
     """Metrics per config and the manifest, from the parts one batch at a time: the run as a comparison
     reads it (which reads the parts again, for the per-query values it pairs on)."""
     configs = config_rows(exp)
@@ -308,12 +308,12 @@ def summarise(exp: Experiment, prep: Prepared, replayed: Replayed, clock: proven
     )
     load = replayed.load.document if replayed.load is not None else None
     table = pa.concat_tables([SCHEMA.empty_table().select(list(IDENTITY)), *parts(IDENTITY)]).to_pandas()
-    return RunData(
+    return ComparedRun(
         dir=replayed.store.dir, table=table, summary=summary, manifest=json_safe(manifest), rows=parts, load_doc=load
     )
 
 
-def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: RunData, comparison: Comparison) -> Path:
+def write(exp: Experiment, prep: Prepared, replayed: Replayed, run: ComparedRun, comparison: Comparison) -> Path:
     """Every artifact of the run, staged, then published as a set (the completion marker last).
     Returns the report's path. A failure while staging leaves the previous run's files as they were."""
     store = replayed.store
@@ -440,8 +440,8 @@ def compare_runs(
 ) -> Comparison:
     """``rag-eval compare``: compare run directories (never Milvus) and write the outputs."""
     gate_set = load_gates(gates) if gates is not None else None
-    run = RunData.from_dir(run_dir)
-    earlier = RunData.from_dir(against) if against is not None else None
+    run = ComparedRun.from_dir(run_dir)
+    earlier = ComparedRun.from_dir(against) if against is not None else None
     if gate_set is None:
         exp = run.manifest.get("experiment", {})
         gate_set = experiment_gates(exp.get("gates"), source=exp.get("source"))
@@ -505,7 +505,7 @@ def nightly(
     )  # fmt: skip
     if first:
         accept(out, root=accepted_root)
-    append_history(RunData.from_dir(out), exit_code=result.exit_code, path=history)
+    append_history(ComparedRun.from_dir(out), exit_code=result.exit_code, path=history)
     return NightResult(dir=out, accepted=accepted, first=first, run=result)
 
 

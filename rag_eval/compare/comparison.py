@@ -24,11 +24,11 @@ from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
-from rag_eval.compare.rundir import RunData, common_queries, differences, pairings
+from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings
 from rag_eval.compare.stats import Paired, Settings, aggregate, holm, paired_compare, required_resamples
 from rag_eval.core.errors import RunDirectoryError
 
-SCHEMA_VERSION = 1
+COMPARE_SCHEMA_VERSION = 1
 SCHEMA_KEYS = (
     "schema_version", "alpha", "seed", "resamples", "test", "run", "against", "queries_compared", "left_out",
     "gates_file", "exit_code", "comparisons",
@@ -59,12 +59,12 @@ class _Pairing:
     baseline: str
     candidate: str
     source: str  # "run" or "against"
-    base_run: RunData
+    base_run: ComparedRun
 
 
 def compare(
-    run: RunData,
-    against: RunData | None,
+    run: ComparedRun,
+    against: ComparedRun | None,
     gates: GateSet,
     *,
     intersection: bool = False,
@@ -132,7 +132,7 @@ def compare(
         else EXIT_PASS
     )
     document = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": COMPARE_SCHEMA_VERSION,
         "alpha": settings.alpha,
         "seed": settings.seed,
         "resamples": settings.permutations,
@@ -161,7 +161,7 @@ def _stable(pairing: _Pairing, metric: Metric) -> int:
 
 
 def _units(
-    metric: Metric, pairing: _Pairing, run: RunData, queries: Sequence[str]
+    metric: Metric, pairing: _Pairing, run: ComparedRun, queries: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(baseline values, candidate values, query id of each unit), units defined on both sides."""
     cols = list(metric.columns)
@@ -244,7 +244,7 @@ def _gates(
     gates: GateSet,
     plan: Sequence[_Pairing],
     results: Sequence[Sequence[tuple[Metric, Paired, Mapping[str, Any]]]],
-    run: RunData,
+    run: ComparedRun,
     settings: Settings,
 ) -> list[list[GateResult]]:
     relative: list[tuple[int, RelativeCheck, Metric, Paired]] = []
@@ -283,7 +283,7 @@ def _gates(
     return [[g if g is not None else next(filled) for g in slots] for slots in out]
 
 
-def _own_value(metric: Metric, run: RunData, config: str) -> float:
+def _own_value(metric: Metric, run: ComparedRun, config: str) -> float:
     """The metric over every unit of one config (an absolute check holds on all of its queries)."""
     frame = run.pairs if metric.unit == "pair" else run.values
     rows = _columns(frame.loc[frame["config"] == config], metric.columns).dropna()

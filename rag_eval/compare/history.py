@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.compare.rundir import REQUIRED, RunData
+from rag_eval.compare.rundir import RUN_FILES, ComparedRun
 from rag_eval.core.errors import RunDirectoryError, RunStoreError
 from rag_eval.files import write_json, write_parquet
 from rag_eval.harness.load_file import LOAD_FILE
@@ -48,7 +48,7 @@ DEFAULT_TREND = (
 )  # fmt: skip
 
 
-def history_rows(run: RunData, *, exit_code: int | None) -> pd.DataFrame:
+def history_rows(run: ComparedRun, *, exit_code: int | None) -> pd.DataFrame:
     """One row per config of ``run``: provenance columns, then every summary metric."""
     frame = summary_frame(run.summary["configs"])
     m = run.manifest
@@ -88,7 +88,7 @@ def read_history(path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
         raise RunDirectoryError(f"cannot read the history (not a Parquet table?): {exc}", path=str(p)) from exc
 
 
-def append_history(run: RunData, *, exit_code: int | None, path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
+def append_history(run: ComparedRun, *, exit_code: int | None, path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
     """Append ``run``'s rows to the history file (written atomically); returns the new rows."""
     rows = history_rows(run, exit_code=exit_code)
     old = read_history(path)
@@ -134,7 +134,7 @@ def accepted_dir(root: str | Path, experiment: str) -> Path:
 def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
     """Copy a run (per-query table, summary, manifest, report) to its experiment's accepted folder,
     replacing the previous baseline in one rename. Returns the folder."""
-    run = RunData.from_dir(run_dir)
+    run = ComparedRun.from_dir(run_dir)
     target = accepted_dir(root, run.experiment)
     source = Path(run_dir).resolve()
     if target.resolve() == source:
@@ -143,7 +143,7 @@ def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         copied = []
-        for name in (*REQUIRED, "report.md", "compare.json", LOAD_FILE):  # load.json: load gates against it
+        for name in (*RUN_FILES, "report.md", "compare.json", LOAD_FILE):  # load.json: load gates against it
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
                 copied.append(name)

@@ -4,7 +4,7 @@ Nothing here talks to Milvus: a comparison needs only what a run wrote. The per-
 single source of truth; the summary gives the run's name, baseline and cutoffs, the manifest the
 configs (cap, return-n, pipeline) and the provenance that says whether two runs may be paired.
 
->>> RunData.from_dir("/nonexistent")  # doctest: +ELLIPSIS
+>>> ComparedRun.from_dir("/nonexistent")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 rag_eval.core.errors.RunDirectoryError: /nonexistent: not a run directory (no per_query.parquet, ...
 """
@@ -27,14 +27,14 @@ from rag_eval.harness.store import MARKER, is_finished
 from rag_eval.metrics import perquery
 from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
 
-REQUIRED = ("per_query.parquet", "summary.json", "manifest.json")
+RUN_FILES = ("per_query.parquet", "summary.json", "manifest.json")
 IDENTITY = ("query_id", "config", "query_index")  # the columns a run keeps in memory
 VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
 PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
 
 
 @dataclass(frozen=False, kw_only=True)
-class RunData:
+class ComparedRun:
     """One run, from its directory or from memory (a run that is being written)."""
 
     dir: Path | None
@@ -47,9 +47,9 @@ class RunData:
     rows: Callable[[Sequence[str]], Iterator[pa.Table]] | None = None
 
     @classmethod
-    def from_dir(cls, directory: str | Path) -> RunData:
+    def from_dir(cls, directory: str | Path) -> ComparedRun:
         path = Path(directory)
-        missing = [name for name in REQUIRED if not (path / name).is_file()]
+        missing = [name for name in RUN_FILES if not (path / name).is_file()]
         if missing:
             raise RunDirectoryError(
                 f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
@@ -162,7 +162,7 @@ class RunData:
         return pair_frame(source, {str(c["name"]): c.get("cap_aware") for c in self.configs})
 
 
-def differences(run: RunData, against: RunData) -> tuple[list[str], list[str]]:
+def differences(run: ComparedRun, against: ComparedRun) -> tuple[list[str], list[str]]:
     """(data differences that forbid pairing, setting differences to report)."""
     data = _diff(run.data_identity(), against.data_identity())
     settings = _diff(run.setting_identity(), against.setting_identity())
@@ -178,7 +178,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:16] + "..."
 
 
-def common_queries(run: RunData, against: RunData | None) -> tuple[list[str], list[str], list[str]]:
+def common_queries(run: ComparedRun, against: ComparedRun | None) -> tuple[list[str], list[str], list[str]]:
     """(query ids in both, only in run, only in against)."""
     mine = set(run.query_ids)
     if against is None:
@@ -187,7 +187,7 @@ def common_queries(run: RunData, against: RunData | None) -> tuple[list[str], li
     return sorted(mine & theirs), sorted(mine - theirs), sorted(theirs - mine)
 
 
-def pairings(run: RunData, against: RunData | None) -> Sequence[tuple[str, str, str]]:
+def pairings(run: ComparedRun, against: ComparedRun | None) -> Sequence[tuple[str, str, str]]:
     """(baseline config, candidate config, where the baseline comes from) for every comparison:
     within a run every other config against its baseline; against another run every config against
     the same-named config there, else that run's baseline."""

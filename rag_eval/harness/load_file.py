@@ -40,14 +40,14 @@ from rag_eval.core.errors import RunDirectoryError
 LOAD_FILE = "load.json"
 REQUESTS_FILE = "load_requests.parquet"
 SUMMARY_FILE = "load.md"
-SCHEMA_VERSION = 1
+LOAD_SCHEMA_VERSION = 1
 
 
 def check_load(doc: Any, path: str) -> dict[str, Any]:
     """The fields the gates and reports read, checked; a malformed file is one line naming the field."""
     if not isinstance(doc, Mapping):
         raise RunDirectoryError("expected a JSON object", path=path)
-    if doc.get("schema_version") != SCHEMA_VERSION:
+    if doc.get("schema_version") != LOAD_SCHEMA_VERSION:
         raise RunDirectoryError(f"unsupported schema version {doc.get('schema_version')!r}", path=path)
     results = doc.get("results")
     if not isinstance(results, list):
@@ -63,7 +63,7 @@ def check_load(doc: Any, path: str) -> dict[str, Any]:
     return dict(doc)
 
 
-def read_load(directory: str | Path) -> dict[str, Any] | None:
+def read_load_file(directory: str | Path) -> dict[str, Any] | None:
     """``DIR/load.json`` checked, or None when there is none."""
     path = Path(directory) / LOAD_FILE
     if not path.is_file():

@@ -130,7 +130,7 @@ def quantile_ci(
 
 
 # summary.json's order of the stages (transform, timed last, comes before the end-to-end total)
-LATENCY = tuple(sorted(LATENCY_STAGES, key=lambda stage: (stage == "e2e", stage == "transform")))
+SUMMARY_LATENCY_ORDER = tuple(sorted(LATENCY_STAGES, key=lambda stage: (stage == "e2e", stage == "transform")))
 SUMMARY_COLUMNS = (
     *perquery.COLUMNS,
     "lost_stages",
@@ -138,7 +138,7 @@ SUMMARY_COLUMNS = (
     "guard_violations",
     "n_blocks",
     "payload_chars",
-    *(f"{stage}_us" for stage in LATENCY),
+    *(f"{stage}_us" for stage in SUMMARY_LATENCY_ORDER),
 )
 
 
@@ -217,7 +217,7 @@ def summarize(
         violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
         true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
         stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
-        latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in LATENCY}
+        latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in SUMMARY_LATENCY_ORDER}
         mean_e2e = latency["e2e"]["mean"]
         references = int(column["guard_references"][rows].sum())
         n_blocks = column["n_blocks"][rows]

@@ -16,7 +16,7 @@ from rag_eval.cli import main
 from rag_eval.compare.comparison import SCHEMA_KEYS, compare
 from rag_eval.compare.gates import gates_from_table, load_gates
 from rag_eval.compare.history import accept, accepted_dir, append_history, read_history, trend
-from rag_eval.compare.rundir import RunData
+from rag_eval.compare.rundir import ComparedRun
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.files import json_safe
 from tests.unit.runs import config, make_run, pair_rows, row
@@ -29,7 +29,7 @@ METRIC_KEYS = {
 GATE_KEYS = {"id", "spec", "metric", "severity", "outcome", "message", "value", "threshold", "mde"}
 
 
-def two_configs(tmp_path: Path | None = None, *, lose: int = 12, n: int = 60, **kw: Any) -> RunData:
+def two_configs(tmp_path: Path | None = None, *, lose: int = 12, n: int = 60, **kw: Any) -> ComparedRun:
     rows = pair_rows(n, "base") + pair_rows(n, "cand", lose=lose)
     return make_run(rows, [config("base"), config("cand")], baseline="base", directory=tmp_path, **kw)
 
@@ -236,7 +236,7 @@ def test_accept_keeps_a_copy_and_replaces_the_previous_one(tmp_path: Path) -> No
     first = two_configs(tmp_path / "n1", lose=0)
     assert main(["accept", str(tmp_path / "n1"), "--accepted-dir", str(tmp_path / "acc")]) == 0
     target = accepted_dir(tmp_path / "acc", first.experiment)
-    assert RunData.from_dir(target).query_ids == first.query_ids
+    assert ComparedRun.from_dir(target).query_ids == first.query_ids
     info = json.loads((target / "accepted.json").read_text())
     assert info["source"] == str((tmp_path / "n1").resolve()) and info["dataset_checksum"] == "c0ffee"
     two_configs(tmp_path / "n2", lose=3)
@@ -245,4 +245,4 @@ def test_accept_keeps_a_copy_and_replaces_the_previous_one(tmp_path: Path) -> No
     assert not list((tmp_path / "acc").glob(".*"))  # no staging or old copy left behind
     for name in ("per_query.parquet", "summary.json", "manifest.json"):
         (tmp_path / "n2" / name).unlink()
-    assert math.isclose(RunData.from_dir(target).summary["configs"]["cand"]["same_doc_multi_chunk_recall"], 0.975)
+    assert math.isclose(ComparedRun.from_dir(target).summary["configs"]["cand"]["same_doc_multi_chunk_recall"], 0.975)

@@ -86,7 +86,7 @@ class Keys:
         return f"{key}.{sub}" if sub else key
 
 
-Check = Callable[[Experiment, Keys], Iterable[ConfigProblem]]
+ExperimentCheck = Callable[[Experiment, Keys], Iterable[ConfigProblem]]
 
 
 def check_experiment(exp: Experiment, keys: Keys | None = None) -> list[ConfigProblem]:
@@ -315,7 +315,7 @@ def _existing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
             yield ConfigProblem(key, "a collection built elsewhere has no BM25 field of rag_eval's: use 'dense'")
 
 
-_CHECKS: tuple[Check, ...] = (
+_CHECKS: tuple[ExperimentCheck, ...] = (
     _experiment,
     _paths,
     _dataset,
