@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import RunDirectoryError
-from rag_eval.harness.store import MARKER, is_finished
+from rag_eval.harness.rows import SCHEMA
+from rag_eval.harness.store import MARKER, RunStore, is_finished
 from rag_eval.metrics import perquery
 from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
 
@@ -80,6 +81,18 @@ class ComparedRun:
         run = cls(dir=path, table=table, summary=summary, manifest=manifest, rows=rows)
         run.check()
         return run
+
+    @classmethod
+    def in_store(
+        cls, store: RunStore, *, summary: Mapping[str, Any], manifest: Mapping[str, Any], load_doc: Any = None
+    ) -> ComparedRun:
+        """A run still being written: the identity columns of its parts in memory, every other column read
+        again from the parts, one batch at a time, when a comparison asks for it."""
+        identity = pa.concat_tables([SCHEMA.empty_table().select(list(IDENTITY)), *store.iter_parts(IDENTITY)])
+        return cls(
+            dir=store.dir, table=identity.to_pandas(), summary=summary, manifest=manifest, rows=store.iter_parts,
+            load_doc=load_doc,
+        )  # fmt: skip
 
     def check(self) -> None:
         where = str(self.dir) if self.dir else "(run)"
@@ -160,6 +173,19 @@ class ComparedRun:
         """(query, document) pairs with >= 2 relevant chunks, per config."""
         source = self.table if self.rows is None else self.rows(PAIR_SOURCE)
         return pair_frame(source, {str(c["name"]): c.get("cap_aware") for c in self.configs})
+
+
+def check_pairable(identity: Mapping[str, Any], earlier: ComparedRun) -> None:
+    """Refuse, before anything runs, to pair a run over the data ``identity`` names (see
+    :meth:`ComparedRun.data_identity`) with ``earlier``, a run over other data."""
+    theirs = earlier.data_identity()
+    diff = [f"{k}: {identity[k]} vs {theirs[k]}" for k in identity if identity[k] != theirs[k]]
+    if diff:
+        raise RunDirectoryError(
+            f"this run would not pair with it: {'; '.join(diff)}; accept a run over the current data "
+            "(rag-eval accept) or give --intersection",
+            path=earlier.label,
+        )
 
 
 def differences(run: ComparedRun, against: ComparedRun) -> tuple[list[str], list[str]]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import RunDirectoryError
+from rag_eval.harness.store import is_finished
 
 LOAD_FILE = "load.json"
 REQUESTS_FILE = "load_requests.parquet"
@@ -75,6 +76,18 @@ def read_load_file(directory: str | Path) -> dict[str, Any] | None:
     except json.JSONDecodeError as exc:
         raise RunDirectoryError(f"not valid JSON (line {exc.lineno}: {exc.msg})", path=str(path)) from exc
     return check_load(doc, str(path))
+
+
+def run_in(directory: Path) -> dict[str, Any] | None:
+    """The start and fingerprint of the finished run in ``directory`` (what a load measurement written there
+    belongs to), or None when there is none."""
+    if not (is_finished(directory) and (directory / "manifest.json").is_file()):
+        return None
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunDirectoryError(f"cannot read the run's manifest: {exc}", path=str(directory)) from exc
+    return {"started": manifest.get("started"), "fingerprint": manifest.get("fingerprint")}
 
 
 def belongs_to(doc: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:

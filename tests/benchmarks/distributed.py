@@ -63,13 +63,13 @@ def _steps(exp: Experiment, prep: Prepared, ingested: IngestResult, work: Path, 
                           cluster=Cluster(workers=workers))  # fmt: skip
         out["replay"] = time.perf_counter() - started
         started = time.perf_counter()
-        run = jobs.summarise(exp, prep, replayed, clock)
+        run = jobs.summarise_run(exp, prep, replayed, clock)
         out["summarise"] = time.perf_counter() - started
         started = time.perf_counter()
         comparison = compare(run, None, experiment_gates(exp.gates, source=exp.source))
         out["compare"] = time.perf_counter() - started
         started = time.perf_counter()
-        jobs.write(exp, prep, replayed, run, comparison)
+        jobs.publish(exp, prep, replayed, run, comparison)
         out["write"] = time.perf_counter() - started
     return {k: round(v, 2) for k, v in out.items()}
 

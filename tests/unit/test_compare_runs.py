@@ -19,6 +19,8 @@ from rag_eval.compare.history import accept, accepted_dir, append_history, read_
 from rag_eval.compare.rundir import ComparedRun
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.files import json_safe
+from rag_eval.harness.publish import write_set
+from rag_eval.reports.artifacts import comparison_files
 from tests.unit.runs import config, make_run, pair_rows, row
 
 GATES = load_gates("nightly")
@@ -143,7 +145,7 @@ def test_junit_loads_in_a_standard_parser(tmp_path: Path) -> None:
         {"checks": ["same_doc_multi_chunk_recall drop <= 0.02", "warn chunk:nDCG@5 drop <= 0.001",
                     "evidence_guard_1to1 == 1"]}, path="g.toml", text="",
     )  # fmt: skip
-    jobs.write_comparison(tmp_path, compare(run, None, gates))
+    write_set(tmp_path, comparison_files(compare(run, None, gates).document), what="the comparison")
     xml = JUnitXml.fromfile(str(tmp_path / "junit.xml"))
     suites = {s.name: s for s in xml}
     assert set(suites) == {"cand", "same"}
