@@ -72,20 +72,7 @@ def compare(
 ) -> Comparison:
     """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``."""
     queries, only_run, only_against = common_queries(run, against)
-    notes = list(notes)
-    if against is not None:
-        data_diff, setting_diff = differences(run, against)
-        mismatch = data_diff + ([f"query sets: {len(only_run)} only in {run.label}, {len(only_against)} only in "
-                                 f"{against.label}"] if only_run or only_against else [])  # fmt: skip
-        if mismatch and not intersection:
-            raise RunDirectoryError(
-                f"does not pair with {run.label}: {'; '.join(mismatch)}; "
-                "give --intersection to compare on what both share",
-                path=against.label,
-            )
-        notes += [f"the runs differ in {d}" for d in setting_diff]
-        if mismatch:
-            notes.append(f"compared on the intersection: {'; '.join(mismatch)}")
+    notes = [*notes, *_pairing_notes(run, against, only_run, only_against, intersection=intersection)]
     cutoffs = sorted(set(run.cutoffs) & set(against.cutoffs)) if against is not None else list(run.cutoffs)
     metrics = catalog(cutoffs)
     gates.validate(metrics)
@@ -95,42 +82,20 @@ def compare(
     settings = replace(
         gates.settings, permutations=required_resamples(tested, gates.settings.alpha, gates.settings.resamples)
     )
-
-    results: list[list[tuple[Metric, Paired, dict[str, Any]]]] = []
-    for pairing in plan:
-        rows = []
-        for metric in metrics:
-            base, cand, qids = _units(metric, pairing, run, queries)
-            rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
-            paired = paired_compare(
-                base, cand, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-                test=metric.tested,
-            )  # fmt: skip
-            rows.append((metric, paired, _changes(metric, base, cand, qids)))
-        results.append(rows)
-
+    results = [_compared_metrics(pairing, metrics, run, queries, settings) for pairing in plan]
     adjusted = iter(holm([p.p_value for rows in results for _, p, _ in rows]))
     gate_results = _gates(gates, plan, results, run, settings)
-    comparisons = []
-    for pairing, rows, gate_list in zip(plan, results, gate_results, strict=True):
-        entries = [_metric_entry(m, p, ch, next(adjusted), settings.alpha) for m, p, ch in rows]
-        comparisons.append(
-            {
-                "baseline": pairing.baseline,
-                "candidate": pairing.candidate,
-                "baseline_source": pairing.source,
-                "metrics": entries,
-                "gates": [_gate_entry(g) for g in gate_list],
-            }
-        )
-    outcomes = [(g.severity, g.outcome) for gate_list in gate_results for g in gate_list]
-    exit_code = (
-        EXIT_FAIL
-        if any(o == "fail" for _, o in outcomes)
-        else EXIT_ERROR
-        if any(s == "fail" and o == "error" for s, o in outcomes)
-        else EXIT_PASS
-    )
+    comparisons = [
+        {
+            "baseline": pairing.baseline,
+            "candidate": pairing.candidate,
+            "baseline_source": pairing.source,
+            "metrics": [_metric_entry(m, p, ch, next(adjusted), settings.alpha) for m, p, ch in rows],
+            "gates": [_gate_entry(g) for g in gate_list],
+        }
+        for pairing, rows, gate_list in zip(plan, results, gate_results, strict=True)
+    ]
+    exit_code = _exit_code([(g.severity, g.outcome) for gate_list in gate_results for g in gate_list])
     document = {
         "schema_version": COMPARE_SCHEMA_VERSION,
         "alpha": settings.alpha,
@@ -153,6 +118,62 @@ def compare(
         "comparisons": comparisons,
     }
     return Comparison(document=document, exit_code=exit_code)
+
+
+def _pairing_notes(
+    run: ComparedRun,
+    against: ComparedRun | None,
+    only_run: Sequence[str],
+    only_against: Sequence[str],
+    *,
+    intersection: bool,
+) -> list[str]:
+    """Refuse to pair runs over other data or other queries unless ``intersection``; the notes that say
+    how the runs differ and what they were compared on."""
+    if against is None:
+        return []
+    data_diff, setting_diff = differences(run, against)
+    mismatch = data_diff + ([f"query sets: {len(only_run)} only in {run.label}, {len(only_against)} only in "
+                             f"{against.label}"] if only_run or only_against else [])  # fmt: skip
+    if mismatch and not intersection:
+        raise RunDirectoryError(
+            f"does not pair with {run.label}: {'; '.join(mismatch)}; "
+            "give --intersection to compare on what both share",
+            path=against.label,
+        )
+    notes = [f"the runs differ in {d}" for d in setting_diff]
+    if mismatch:
+        notes.append(f"compared on the intersection: {'; '.join(mismatch)}")
+    return notes
+
+
+def _compared_metrics(
+    pairing: _Pairing, metrics: Sequence[Metric], run: ComparedRun, queries: Sequence[str], settings: Settings
+) -> list[tuple[Metric, Paired, dict[str, Any]]]:
+    """Every metric of one comparison, paired by unit: the test, the interval and the queries that moved."""
+    rows = []
+    for metric in metrics:
+        base, cand, qids = _units(metric, pairing, run, queries)
+        rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
+        paired = paired_compare(
+            base, cand, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
+            test=metric.tested,
+        )  # fmt: skip
+        rows.append((metric, paired, _changes(metric, base, cand, qids)))
+    return rows
+
+
+def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:
+    """1 when a gate failed, else 2 when a fail gate could not be evaluated, else 0 ((severity, outcome) each).
+
+    >>> _exit_code([("fail", "fail")]), _exit_code([("fail", "error"), ("warn", "pass")]), _exit_code([])
+    (1, 2, 0)
+    """
+    if any(o == "fail" for _, o in outcomes):
+        return EXIT_FAIL
+    if any(s == "fail" and o == "error" for s, o in outcomes):
+        return EXIT_ERROR
+    return EXIT_PASS
 
 
 def _stable(pairing: _Pairing, metric: Metric) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -202,68 +203,90 @@ def summarize(
     loss_stage = np.asarray([s for _, stages in losses for s in stages.to_pylist()], dtype=object)
     config_of = m["config"].to_numpy(dtype=object)
     ids = pa.chunked_array([c for ids in query_ids for c in ids.chunks], type=pa.string())
-    names = measure_names(cutoffs)
-    out: dict[str, Any] = {}
-    for cfg in configs:
-        name = cfg["name"]
-        mine = config_of == name
-        rows = np.flatnonzero(mine)
-        sub = m[mine]
-        judged = sub[sub["judged"].to_numpy(dtype=bool)]
-        pairs = computed.pairs[mine[computed.pairs["row"].to_numpy()]] if len(computed.pairs) else computed.pairs
-        breakdown = computed.breakdown[mine[computed.breakdown["row"].to_numpy()]]
-        members = int(sub["members"].sum())
-        hits = int(sub["hits"].sum())
-        violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
-        true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
-        stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
-        latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in SUMMARY_LATENCY_ORDER}
-        mean_e2e = latency["e2e"]["mean"]
-        references = int(column["guard_references"][rows].sum())
-        n_blocks = column["n_blocks"][rows]
-        copies = int((breakdown["cause"] == COPY).sum())
-        out[name] = {
-            "queries": len(rows),
-            "judged_queries": len(judged),
-            "same_doc_multi_chunk_recall": _mean(pairs["recall"]),
-            "same_doc_multi_chunk_recall_cap_aware": _mean(pairs["cap_aware"]),
-            "same_doc_pairs": len(pairs),
-            "duplicate_rate": _ratio(int(sub["dup_keys"].sum()), members),
-            "content_duplicate_rate": _ratio(int(sub["dup_content"].sum()), members),
-            "raw_duplicate_rate": _ratio(int(sub["raw_dup_keys"].sum()), hits),
-            "raw_content_duplicate_rate": _ratio(int(sub["raw_dup_content"].sum()), hits),
-            "content_duplicates": {
-                "total": len(breakdown),
-                **{f"by_{field}": _counts(breakdown[field]) for field in ("cause", "key_kind", "row_identity")},
-            },
-            "content_duplicate_rate_copies": _ratio(copies, members),
-            "content_duplicate_rate_same_text": _ratio(len(breakdown) - copies, members),
-            "cap_checked": cfg["cap"],
-            "cap_checked_source": cfg.get("cap_source", "config"),
-            "cap_compliance": compliance,
-            "cap_violations": violations,
-            "n_cap_violations": n_violations,
-            "cap_compliance_true": true_compliance,
-            "true_cap_violations": true_violations,
-            "n_true_cap_violations": n_true,
-            "evidence_guard_1to1": _ratio(references - int(column["guard_violations"][rows].sum()), references),
-            "return_n_compliance": _ratio(int((n_blocks <= cfg["return_n"]).sum()), len(rows)),
-            "chunk": {n: _mean(judged[f"chunk:{n}"]) for n in names},
-            "doc": {n: _mean(sub[f"doc:{n}"].dropna()) for n in names},
-            "payload": {
-                "chars_p50": _pct(column["payload_chars"][rows], 50),
-                "chars_p95": _pct(column["payload_chars"][rows], 95),
-                "blocks_p50": _pct(n_blocks, 50),
-                "blocks_p95": _pct(n_blocks, 95),
-                "chunks_delivered_mean": _ratio(members, len(rows)),
-            },
-            "stage_losses": stage_losses,
-            "latency_us": latency,
-            "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
-            "search_latency": quantile_ci(column["search_us"][rows]),
-        }
-        out[name].update(declared_values(sub, MISSION, out[name]))
-    return out, m
+    measured = _Measured(
+        computed=computed, column=column, loss_rows=loss_rows, loss_stage=loss_stage, config_of=config_of, ids=ids,
+        names=measure_names(cutoffs),
+    )  # fmt: skip
+    return {cfg["name"]: _config_summary(cfg, measured) for cfg in configs}, m
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Measured:
+    """What the summary of every config is read from: the per-query measures, the scalar columns, the
+    stage of every relevant chunk lost, the config and query id of every row, the standard measures' names."""
+
+    computed: perquery.PerQuery
+    column: dict[str, np.ndarray[Any, Any]]
+    loss_rows: np.ndarray[Any, Any]
+    loss_stage: np.ndarray[Any, Any]
+    config_of: np.ndarray[Any, Any]
+    ids: pa.ChunkedArray
+    names: list[str]
+
+
+def _config_summary(cfg: Mapping[str, Any], measured: _Measured) -> dict[str, Any]:
+    """The summary of one config: its rows' measures averaged, its compliances, losses and latencies."""
+    computed, column, ids, names = measured.computed, measured.column, measured.ids, measured.names
+    loss_rows, loss_stage, config_of, m = measured.loss_rows, measured.loss_stage, measured.config_of, computed.frame
+    name = cfg["name"]
+    mine = config_of == name
+    rows = np.flatnonzero(mine)
+    sub = m[mine]
+    judged = sub[sub["judged"].to_numpy(dtype=bool)]
+    pairs = computed.pairs[mine[computed.pairs["row"].to_numpy()]] if len(computed.pairs) else computed.pairs
+    breakdown = computed.breakdown[mine[computed.breakdown["row"].to_numpy()]]
+    members = int(sub["members"].sum())
+    hits = int(sub["hits"].sum())
+    violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
+    true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
+    stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
+    latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in SUMMARY_LATENCY_ORDER}
+    mean_e2e = latency["e2e"]["mean"]
+    references = int(column["guard_references"][rows].sum())
+    n_blocks = column["n_blocks"][rows]
+    copies = int((breakdown["cause"] == COPY).sum())
+    summary = {
+        "queries": len(rows),
+        "judged_queries": len(judged),
+        "same_doc_multi_chunk_recall": _mean(pairs["recall"]),
+        "same_doc_multi_chunk_recall_cap_aware": _mean(pairs["cap_aware"]),
+        "same_doc_pairs": len(pairs),
+        "duplicate_rate": _ratio(int(sub["dup_keys"].sum()), members),
+        "content_duplicate_rate": _ratio(int(sub["dup_content"].sum()), members),
+        "raw_duplicate_rate": _ratio(int(sub["raw_dup_keys"].sum()), hits),
+        "raw_content_duplicate_rate": _ratio(int(sub["raw_dup_content"].sum()), hits),
+        "content_duplicates": {
+            "total": len(breakdown),
+            **{f"by_{field}": _counts(breakdown[field]) for field in ("cause", "key_kind", "row_identity")},
+        },
+        "content_duplicate_rate_copies": _ratio(copies, members),
+        "content_duplicate_rate_same_text": _ratio(len(breakdown) - copies, members),
+        "cap_checked": cfg["cap"],
+        "cap_checked_source": cfg.get("cap_source", "config"),
+        "cap_compliance": compliance,
+        "cap_violations": violations,
+        "n_cap_violations": n_violations,
+        "cap_compliance_true": true_compliance,
+        "true_cap_violations": true_violations,
+        "n_true_cap_violations": n_true,
+        "evidence_guard_1to1": _ratio(references - int(column["guard_violations"][rows].sum()), references),
+        "return_n_compliance": _ratio(int((n_blocks <= cfg["return_n"]).sum()), len(rows)),
+        "chunk": {n: _mean(judged[f"chunk:{n}"]) for n in names},
+        "doc": {n: _mean(sub[f"doc:{n}"].dropna()) for n in names},
+        "payload": {
+            "chars_p50": _pct(column["payload_chars"][rows], 50),
+            "chars_p95": _pct(column["payload_chars"][rows], 95),
+            "blocks_p50": _pct(n_blocks, 50),
+            "blocks_p95": _pct(n_blocks, 95),
+            "chunks_delivered_mean": _ratio(members, len(rows)),
+        },
+        "stage_losses": stage_losses,
+        "latency_us": latency,
+        "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
+        "search_latency": quantile_ci(column["search_us"][rows]),
+    }
+    summary.update(declared_values(sub, MISSION, summary))
+    return summary
 
 
 def _numbers(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
