@@ -17,9 +17,9 @@ from typing import Any
 
 from rag_eval.core.errors import DatasetError
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
-from rag_eval.datasets.quotes.documents import Doc, load_docs
-from rag_eval.datasets.quotes.problems import Problem, raise_problems, short
-from rag_eval.datasets.quotes.queries import Query, load_queries
+from rag_eval.datasets.quotes.documents import SourceDoc, load_docs
+from rag_eval.datasets.quotes.problems import Problem, quoted, raise_source_problems
+from rag_eval.datasets.quotes.queries import SourceQuery, load_queries
 
 Span = tuple[str, int, int]  # (doc id, start, end)
 _SPLIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -50,7 +50,7 @@ class BuildReport:
 
 
 def locate(
-    queries: dict[str, Query], docs: dict[str, Doc], broken: set[str], problems: list[Problem]
+    queries: dict[str, SourceQuery], docs: dict[str, SourceDoc], broken: set[str], problems: list[Problem]
 ) -> dict[str, list[Span]]:
     """Spans ``(doc_id, start, end)`` of every query, in evidence order.
 
@@ -67,12 +67,12 @@ def locate(
             if doc is None:
                 problems.append(Problem(f"query {query.id}: unknown document {ev.doc!r}", query.path, ev.line, "doc"))
                 continue
-            starts = occurrences(doc.text, ev.quote)
+            starts = quote_starts(doc.text, ev.quote)
             if len(starts) != 1:
                 how = "not found" if not starts else f"found {len(starts)} times, must be unique"
                 problems.append(
                     Problem(
-                        f"query {query.id}: quote {short(ev.quote)} {how} in document {ev.doc!r}",
+                        f"query {query.id}: quote {quoted(ev.quote)} {how} in document {ev.doc!r}",
                         query.path,
                         ev.line,
                         "quote",
@@ -89,10 +89,10 @@ def locate(
     return spans
 
 
-def occurrences(text: str, needle: str) -> list[int]:
+def quote_starts(text: str, needle: str) -> list[int]:
     """Start of every occurrence of ``needle`` in ``text``, overlapping ones included.
 
-    >>> occurrences("aaa", "aa")
+    >>> quote_starts("aaa", "aa")
     [0, 1]
     """
     found: list[int] = []
@@ -103,7 +103,7 @@ def occurrences(text: str, needle: str) -> list[int]:
     return found
 
 
-def _multi_chunk_queries(spans: dict[str, list[Span]], docs: dict[str, Doc]) -> int:
+def _multi_chunk_queries(spans: dict[str, list[Span]], docs: dict[str, SourceDoc]) -> int:
     """Queries with spans in two or more chunks of one document under the default chunker."""
     chunker = parse_chunker(DEFAULT_CHUNKER_SPEC)
     ranges: dict[str, list[tuple[int, int]]] = {}
@@ -128,7 +128,9 @@ def _jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
-def render(docs: dict[str, Doc], queries: dict[str, Query], spans: dict[str, list[Span]], split: str) -> dict[str, str]:
+def render(
+    docs: dict[str, SourceDoc], queries: dict[str, SourceQuery], spans: dict[str, list[Span]], split: str
+) -> dict[str, str]:
     """The BEIR files by name: the corpus and the queries in id order, the qrels and span qrels sorted."""
     corpus = []
     for doc_id in sorted(docs):
@@ -184,12 +186,12 @@ def build_dataset(src_dir: Path, out_dir: Path, split: str = "test") -> BuildRep
         problems.append(Problem(f"split name {split!r} is not a plain name", str(out_dir), None, "split"))
     if not src_dir.is_dir():
         problems.append(Problem("source directory does not exist", str(src_dir)))
-        raise_problems(problems)
+        raise_source_problems(problems)
     broken: set[str] = set()
     docs = load_docs(src_dir / "docs", problems, broken)
     queries = load_queries(src_dir / "queries", problems)
     spans = locate(queries, docs, broken, problems)
-    raise_problems(problems)
+    raise_source_problems(problems)
 
     _write_atomically(out_dir, render(docs, queries, spans, split))
     return BuildReport(

@@ -29,7 +29,7 @@ OPTIONAL_DOC_KEYS = ("revises",)
 
 
 @dataclass(frozen=True, slots=True)
-class Doc:
+class SourceDoc:
     """A document that passed every check, with the lines its ``id`` and ``revises`` keys are on."""
 
     id: str
@@ -51,7 +51,7 @@ class _FrontMatter:
     key_lines: dict[str, int]  # key -> the 1-based line it is set on
 
 
-def parse_doc(path: Path, problems: list[Problem]) -> Doc | None:
+def parse_doc(path: Path, problems: list[Problem]) -> SourceDoc | None:
     """The document of one file, or None with its problems added to ``problems``."""
     where = str(path)
     raw = read_text(path, problems)
@@ -75,7 +75,7 @@ def parse_doc(path: Path, problems: list[Problem]) -> Doc | None:
         ok = False
     if not ok:
         return None
-    return Doc(
+    return SourceDoc(
         id=values["id"],
         title=values["title"],
         category=values["category"],
@@ -159,12 +159,12 @@ def _id_ok(values: Mapping[str, str], key_lines: Mapping[str, int], path: Path, 
     return True
 
 
-def load_docs(docs_dir: Path, problems: list[Problem], broken: set[str]) -> dict[str, Doc]:
+def load_docs(docs_dir: Path, problems: list[Problem], broken: set[str]) -> dict[str, SourceDoc]:
     """Valid documents by id; the file stems of invalid ones go to ``broken``."""
     if not docs_dir.is_dir():
         problems.append(Problem("documents directory is missing", str(docs_dir)))
         return {}
-    docs: dict[str, Doc] = {}
+    docs: dict[str, SourceDoc] = {}
     paths = sorted(docs_dir.rglob("*.md"))
     if not paths:
         problems.append(Problem("no documents (*.md) found", str(docs_dir)))

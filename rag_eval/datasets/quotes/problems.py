@@ -36,7 +36,7 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-def raise_problems(problems: Sequence[Problem]) -> None:
+def raise_source_problems(problems: Sequence[Problem]) -> None:
     """Every problem in one :class:`DatasetError` (its place is the first problem's); nothing when none."""
     if not problems:
         return
@@ -55,7 +55,7 @@ def raise_problems(problems: Sequence[Problem]) -> None:
     raise error
 
 
-def short(text: str, limit: int = 60) -> str:
+def quoted(text: str, limit: int = 60) -> str:
     """``text`` on one line, cut to ``limit`` characters, quoted."""
     flat = " ".join(text.split())
     return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")

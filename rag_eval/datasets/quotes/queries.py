@@ -41,7 +41,7 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True)
-class Query:
+class SourceQuery:
     """A query that passed every check, where it is written and the line of its id."""
 
     id: str
@@ -124,7 +124,7 @@ def _find_line(raw: str, needle: str, default: int | None) -> int | None:
     return default
 
 
-def load_query_file(path: Path, problems: list[Problem]) -> list[Query]:
+def load_query_file(path: Path, problems: list[Problem]) -> list[SourceQuery]:
     """The valid queries of one file; every problem of the others goes to ``problems``."""
     where = str(path)
     raw = read_text(path, problems)
@@ -145,7 +145,7 @@ def load_query_file(path: Path, problems: list[Problem]) -> list[Query]:
     return [q for qi, table in enumerate(tables) if (q := _query(file, qi, table)) is not None]
 
 
-def _query(file: _QueryFile, qi: int, table: Mapping[str, Any]) -> Query | None:
+def _query(file: _QueryFile, qi: int, table: Mapping[str, Any]) -> SourceQuery | None:
     """The ``qi``-th ``[[query]]`` table as a query, or None when it has a problem."""
     layout = file.layout
     qline = layout.query_line(qi)
@@ -186,7 +186,7 @@ def _query(file: _QueryFile, qi: int, table: Mapping[str, Any]) -> Query | None:
     evidence, evidence_ok = _evidence(file, qi, label, entries)
     if not (ok and evidence_ok):
         return None
-    return Query(qid, text.strip(), answerable, evidence, file.where, qline, layout.query_key(qi, "id"))
+    return SourceQuery(qid, text.strip(), answerable, evidence, file.where, qline, layout.query_key(qi, "id"))
 
 
 def _evidence(
@@ -216,12 +216,12 @@ def _evidence(
     return tuple(evidence), ok
 
 
-def load_queries(queries_dir: Path, problems: list[Problem]) -> dict[str, Query]:
+def load_queries(queries_dir: Path, problems: list[Problem]) -> dict[str, SourceQuery]:
     """Valid queries by id, from every query file in ``queries_dir`` in name order."""
     if not queries_dir.is_dir():
         problems.append(Problem("queries directory is missing", str(queries_dir)))
         return {}
-    queries: dict[str, Query] = {}
+    queries: dict[str, SourceQuery] = {}
     for path in sorted(queries_dir.rglob("*.toml")):
         for query in load_query_file(path, problems):
             if query.id in queries:
