@@ -34,6 +34,7 @@ from rag_eval.harness.store import MARKER, RunStore
 from rag_eval.harness.texts import write_texts
 from rag_eval.metrics.measures import summarize
 from rag_eval.search.memory import InMemorySearch
+from tests.unit.frames import read_parts
 
 HOSTILE = (
     '<script>window.__pwned = "script";</script>',
@@ -157,7 +158,7 @@ def synthetic_run(
     store.begin({"fingerprint": exp.fingerprint()}, resume=False)
     with InMemorySearch.scripted(script) as port:
         Replayer(port, specs, truth, transformer=transformer, warmup=0).run(queries, store, batch_size=256)
-    table = store.read_parts()
+    table = read_parts(store)
     frame = table.to_pandas()
     config_rows = jobs.config_rows(exp)
     summary_configs, _ = summarize(frame, configs=config_rows, cutoffs=exp.cutoffs)

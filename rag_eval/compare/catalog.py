@@ -14,7 +14,7 @@ for ``unit="pair"``), which direction is better, and how units aggregate (``kind
 The entries are made from :mod:`rag_eval.metrics.registry`, where a measure is declared once
 (with :class:`~rag_eval.metrics.registry.Compared`); a new measure is compared once it has an entry there:
 
->>> m = find(catalog([5]), "cap_compliance_true")
+>>> m = find_metric(catalog([5]), "cap_compliance_true")
 >>> m.label, m.kind, m.columns
 ('cap compliance (true documents)', 'mean', ('cap_ok_true',))
 """
@@ -26,9 +26,7 @@ from dataclasses import dataclass
 
 from rag_eval.metrics.registry import Group, Kind, Measure, Per, declared
 
-__all__ = ["RATIO_KINDS", "TESTED_KINDS", "Group", "Kind", "Metric", "Unit", "catalog", "find", "metric"]
-
-Unit = Per  # what a comparison pairs on: a query, or a (query, document) pair
+__all__ = ["RATIO_KINDS", "TESTED_KINDS", "Group", "Kind", "Metric", "catalog", "find_metric", "metric"]
 
 RATIO_KINDS = ("percentile", "latency")
 TESTED_KINDS = ("mean", "rate", "percentile", "latency")  # kinds with a paired test (a p-value)
@@ -43,7 +41,7 @@ class Metric:
     group: Group
     higher_is_better: bool | None  # None: neither direction is better (payload size)
     kind: Kind
-    unit: Unit = "query"
+    unit: Per = "query"  # what a comparison pairs on: a query, or a (query, document) pair
     column: str = ""
     numerator: str = ""
     denominator: str = ""
@@ -87,5 +85,5 @@ def catalog(cutoffs: Sequence[int]) -> tuple[Metric, ...]:
     return tuple(metric(m) for m in declared(cutoffs) if m.compared is not None)
 
 
-def find(metrics: Sequence[Metric], name: str) -> Metric | None:
+def find_metric(metrics: Sequence[Metric], name: str) -> Metric | None:
     return next((m for m in metrics if m.name == name), None)

@@ -24,11 +24,11 @@ from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
-from rag_eval.compare.rundir import RunData, common_queries, differences, pairings
+from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings
 from rag_eval.compare.stats import Paired, Settings, aggregate, holm, paired_compare, required_resamples
 from rag_eval.core.errors import RunDirectoryError
 
-SCHEMA_VERSION = 1
+COMPARE_SCHEMA_VERSION = 1
 SCHEMA_KEYS = (
     "schema_version", "alpha", "seed", "resamples", "test", "run", "against", "queries_compared", "left_out",
     "gates_file", "exit_code", "comparisons",
@@ -59,12 +59,12 @@ class _Pairing:
     baseline: str
     candidate: str
     source: str  # "run" or "against"
-    base_run: RunData
+    base_run: ComparedRun
 
 
 def compare(
-    run: RunData,
-    against: RunData | None,
+    run: ComparedRun,
+    against: ComparedRun | None,
     gates: GateSet,
     *,
     intersection: bool = False,
@@ -72,20 +72,7 @@ def compare(
 ) -> Comparison:
     """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``."""
     queries, only_run, only_against = common_queries(run, against)
-    notes = list(notes)
-    if against is not None:
-        data_diff, setting_diff = differences(run, against)
-        mismatch = data_diff + ([f"query sets: {len(only_run)} only in {run.label}, {len(only_against)} only in "
-                                 f"{against.label}"] if only_run or only_against else [])  # fmt: skip
-        if mismatch and not intersection:
-            raise RunDirectoryError(
-                f"does not pair with {run.label}: {'; '.join(mismatch)}; "
-                "give --intersection to compare on what both share",
-                path=against.label,
-            )
-        notes += [f"the runs differ in {d}" for d in setting_diff]
-        if mismatch:
-            notes.append(f"compared on the intersection: {'; '.join(mismatch)}")
+    notes = [*notes, *_pairing_notes(run, against, only_run, only_against, intersection=intersection)]
     cutoffs = sorted(set(run.cutoffs) & set(against.cutoffs)) if against is not None else list(run.cutoffs)
     metrics = catalog(cutoffs)
     gates.validate(metrics)
@@ -95,44 +82,22 @@ def compare(
     settings = replace(
         gates.settings, permutations=required_resamples(tested, gates.settings.alpha, gates.settings.resamples)
     )
-
-    results: list[list[tuple[Metric, Paired, dict[str, Any]]]] = []
-    for pairing in plan:
-        rows = []
-        for metric in metrics:
-            base, cand, qids = _units(metric, pairing, run, queries)
-            rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
-            paired = paired_compare(
-                base, cand, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-                test=metric.tested,
-            )  # fmt: skip
-            rows.append((metric, paired, _changes(metric, base, cand, qids)))
-        results.append(rows)
-
+    results = [_compared_metrics(pairing, metrics, run, queries, settings) for pairing in plan]
     adjusted = iter(holm([p.p_value for rows in results for _, p, _ in rows]))
     gate_results = _gates(gates, plan, results, run, settings)
-    comparisons = []
-    for pairing, rows, gate_list in zip(plan, results, gate_results, strict=True):
-        entries = [_metric_entry(m, p, ch, next(adjusted), settings.alpha) for m, p, ch in rows]
-        comparisons.append(
-            {
-                "baseline": pairing.baseline,
-                "candidate": pairing.candidate,
-                "baseline_source": pairing.source,
-                "metrics": entries,
-                "gates": [_gate_entry(g) for g in gate_list],
-            }
-        )
-    outcomes = [(g.severity, g.outcome) for gate_list in gate_results for g in gate_list]
-    exit_code = (
-        EXIT_FAIL
-        if any(o == "fail" for _, o in outcomes)
-        else EXIT_ERROR
-        if any(s == "fail" and o == "error" for s, o in outcomes)
-        else EXIT_PASS
-    )
+    comparisons = [
+        {
+            "baseline": pairing.baseline,
+            "candidate": pairing.candidate,
+            "baseline_source": pairing.source,
+            "metrics": [_metric_entry(m, p, ch, next(adjusted), settings.alpha) for m, p, ch in rows],
+            "gates": [_gate_entry(g) for g in gate_list],
+        }
+        for pairing, rows, gate_list in zip(plan, results, gate_results, strict=True)
+    ]
+    exit_code = _exit_code([(g.severity, g.outcome) for gate_list in gate_results for g in gate_list])
     document = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": COMPARE_SCHEMA_VERSION,
         "alpha": settings.alpha,
         "seed": settings.seed,
         "resamples": settings.permutations,
@@ -155,13 +120,69 @@ def compare(
     return Comparison(document=document, exit_code=exit_code)
 
 
+def _pairing_notes(
+    run: ComparedRun,
+    against: ComparedRun | None,
+    only_run: Sequence[str],
+    only_against: Sequence[str],
+    *,
+    intersection: bool,
+) -> list[str]:
+    """Refuse to pair runs over other data or other queries unless ``intersection``; the notes that say
+    how the runs differ and what they were compared on."""
+    if against is None:
+        return []
+    data_diff, setting_diff = differences(run, against)
+    mismatch = data_diff + ([f"query sets: {len(only_run)} only in {run.label}, {len(only_against)} only in "
+                             f"{against.label}"] if only_run or only_against else [])  # fmt: skip
+    if mismatch and not intersection:
+        raise RunDirectoryError(
+            f"does not pair with {run.label}: {'; '.join(mismatch)}; "
+            "give --intersection to compare on what both share",
+            path=against.label,
+        )
+    notes = [f"the runs differ in {d}" for d in setting_diff]
+    if mismatch:
+        notes.append(f"compared on the intersection: {'; '.join(mismatch)}")
+    return notes
+
+
+def _compared_metrics(
+    pairing: _Pairing, metrics: Sequence[Metric], run: ComparedRun, queries: Sequence[str], settings: Settings
+) -> list[tuple[Metric, Paired, dict[str, Any]]]:
+    """Every metric of one comparison, paired by unit: the test, the interval and the queries that moved."""
+    rows = []
+    for metric in metrics:
+        base, cand, qids = _units(metric, pairing, run, queries)
+        rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
+        paired = paired_compare(
+            base, cand, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
+            test=metric.tested,
+        )  # fmt: skip
+        rows.append((metric, paired, _changes(metric, base, cand, qids)))
+    return rows
+
+
+def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:
+    """1 when a gate failed, else 2 when a fail gate could not be evaluated, else 0 ((severity, outcome) each).
+
+    >>> _exit_code([("fail", "fail")]), _exit_code([("fail", "error"), ("warn", "pass")]), _exit_code([])
+    (1, 2, 0)
+    """
+    if any(o == "fail" for _, o in outcomes):
+        return EXIT_FAIL
+    if any(s == "fail" and o == "error" for s, o in outcomes):
+        return EXIT_ERROR
+    return EXIT_PASS
+
+
 def _stable(pairing: _Pairing, metric: Metric) -> int:
     """A seed per (comparison, metric): adding a metric or a config changes no other result."""
     return zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|{metric.name}".encode())
 
 
 def _units(
-    metric: Metric, pairing: _Pairing, run: RunData, queries: Sequence[str]
+    metric: Metric, pairing: _Pairing, run: ComparedRun, queries: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(baseline values, candidate values, query id of each unit), units defined on both sides."""
     cols = list(metric.columns)
@@ -244,7 +265,7 @@ def _gates(
     gates: GateSet,
     plan: Sequence[_Pairing],
     results: Sequence[Sequence[tuple[Metric, Paired, Mapping[str, Any]]]],
-    run: RunData,
+    run: ComparedRun,
     settings: Settings,
 ) -> list[list[GateResult]]:
     relative: list[tuple[int, RelativeCheck, Metric, Paired]] = []
@@ -283,7 +304,7 @@ def _gates(
     return [[g if g is not None else next(filled) for g in slots] for slots in out]
 
 
-def _own_value(metric: Metric, run: RunData, config: str) -> float:
+def _own_value(metric: Metric, run: ComparedRun, config: str) -> float:
     """The metric over every unit of one config (an absolute check holds on all of its queries)."""
     frame = run.pairs if metric.unit == "pair" else run.values
     rows = _columns(frame.loc[frame["config"] == config], metric.columns).dropna()

@@ -49,6 +49,7 @@ from typing import Any, Literal
 from rag_eval.compare.catalog import RATIO_KINDS, Metric, catalog
 from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Paired, Settings, minimum_detectable
 from rag_eval.core.errors import GatesError, quoted
+from rag_eval.harness.experiment import Experiment
 
 Severity = Literal["fail", "warn"]
 Outcome = Literal["pass", "warn", "fail", "underpowered", "error"]
@@ -471,3 +472,17 @@ def experiment_gates(table: Mapping[str, Any] | None, *, source: str | None) -> 
             text = ""  # only used to find line numbers
     base = Path(source).parent if source else Path.cwd()
     return gates_from_table(table, path=path, text=text, base=base)
+
+
+def run_gates(given: GateSet | None, exp: Experiment) -> GateSet:
+    """The gates a run applies (``given``, else its experiment's, else the shipped default), checked
+    against the metrics of its cutoffs before anything runs."""
+    gates = given if given is not None else experiment_gates(exp.gates, source=exp.source)
+    gates.validate(catalog(exp.cutoffs))
+    return gates
+
+
+def manifest_gates(manifest: Mapping[str, Any]) -> GateSet:
+    """The gates of the experiment a run's manifest records."""
+    exp = manifest.get("experiment", {})
+    return experiment_gates(exp.get("gates"), source=exp.get("source"))

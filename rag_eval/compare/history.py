@@ -29,15 +29,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.compare.rundir import REQUIRED, RunData
+from rag_eval.compare.rundir import RUN_FILES, ComparedRun
 from rag_eval.core.errors import RunDirectoryError, RunStoreError
 from rag_eval.files import write_json, write_parquet
+from rag_eval.harness.folders import ACCEPTED, HISTORY
 from rag_eval.harness.load_file import LOAD_FILE
 from rag_eval.harness.store import MARKER
 from rag_eval.metrics.measures import summary_frame
 
-DEFAULT_HISTORY = Path("reports/history.parquet")
-DEFAULT_ACCEPTED = Path("reports/accepted")
 ACCEPTED_FILE = "accepted.json"
 PROVENANCE_COLUMNS = (
     "date", "experiment", "config", "run_dir", "exit_code", "git_commit", "git_dirty", "dataset", "split",
@@ -48,7 +47,7 @@ DEFAULT_TREND = (
 )  # fmt: skip
 
 
-def history_rows(run: RunData, *, exit_code: int | None) -> pd.DataFrame:
+def history_rows(run: ComparedRun, *, exit_code: int | None) -> pd.DataFrame:
     """One row per config of ``run``: provenance columns, then every summary metric."""
     frame = summary_frame(run.summary["configs"])
     m = run.manifest
@@ -77,7 +76,7 @@ def history_rows(run: RunData, *, exit_code: int | None) -> pd.DataFrame:
     return rows
 
 
-def read_history(path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
+def read_history(path: str | Path = HISTORY) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         return pd.DataFrame(columns=list(PROVENANCE_COLUMNS))
@@ -88,7 +87,7 @@ def read_history(path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
         raise RunDirectoryError(f"cannot read the history (not a Parquet table?): {exc}", path=str(p)) from exc
 
 
-def append_history(run: RunData, *, exit_code: int | None, path: str | Path = DEFAULT_HISTORY) -> pd.DataFrame:
+def append_history(run: ComparedRun, *, exit_code: int | None, path: str | Path = HISTORY) -> pd.DataFrame:
     """Append ``run``'s rows to the history file (written atomically); returns the new rows."""
     rows = history_rows(run, exit_code=exit_code)
     old = read_history(path)
@@ -131,10 +130,10 @@ def accepted_dir(root: str | Path, experiment: str) -> Path:
     return Path(root) / slug
 
 
-def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
+def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED) -> Path:
     """Copy a run (per-query table, summary, manifest, report) to its experiment's accepted folder,
     replacing the previous baseline in one rename. Returns the folder."""
-    run = RunData.from_dir(run_dir)
+    run = ComparedRun.from_dir(run_dir)
     target = accepted_dir(root, run.experiment)
     source = Path(run_dir).resolve()
     if target.resolve() == source:
@@ -143,7 +142,7 @@ def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         copied = []
-        for name in (*REQUIRED, "report.md", "compare.json", LOAD_FILE):  # load.json: load gates against it
+        for name in (*RUN_FILES, "report.md", "compare.json", LOAD_FILE):  # load.json: load gates against it
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
                 copied.append(name)
@@ -174,6 +173,7 @@ def accept(run_dir: str | Path, *, root: str | Path = DEFAULT_ACCEPTED) -> Path:
 
 
 def accepted_info(directory: str | Path) -> Mapping[str, Any] | None:
+    """What ``accepted.json`` says of an accepted baseline (its source run, when it was accepted), or None."""
     path = Path(directory) / ACCEPTED_FILE
     if not path.is_file():
         return None
@@ -182,3 +182,23 @@ def accepted_info(directory: str | Path) -> Mapping[str, Any] | None:
         return info
     except (OSError, ValueError):
         return None
+
+
+def is_accepted(directory: str | Path) -> bool:
+    """True when ``directory`` holds an accepted baseline (its per-query table)."""
+    return (Path(directory) / "per_query.parquet").is_file()
+
+
+def against_notes(against: str | Path | None) -> list[str]:
+    """The note a comparison against an accepted baseline carries: when and from which run it was accepted."""
+    info = accepted_info(against) if against is not None else None
+    if info is None:
+        return []
+    return [f"against the baseline accepted at {info.get('accepted_at')} from {info.get('source')}"]
+
+
+def night_notes(accepted: Path, *, first: bool) -> list[str]:
+    """The note of a night: the accepted baseline it pairs with, or that this first night is accepted."""
+    if first:
+        return [f"no accepted baseline in {accepted}: this first night is accepted and compared with itself"]
+    return [f"against the accepted baseline {accepted} ({(accepted_info(accepted) or {}).get('source', '?')})"]

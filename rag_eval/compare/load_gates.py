@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +45,10 @@ import numpy as np
 from scipy import stats
 
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, RelativeCheck, _fmt
-from rag_eval.compare.rundir import RunData
+from rag_eval.compare.rundir import ComparedRun
 from rag_eval.compare.stats import Settings
 from rag_eval.core.errors import RunDirectoryError, quoted
-from rag_eval.harness.load_file import belongs_to, config_hash, entry, read_load, stale_reason
+from rag_eval.harness.load_file import belongs_to, config_hash, entry, read_load_file, stale_reason
 
 _NAME = re.compile(r"^load:(?:(?P<stage>search|e2e):p(?P<q>50|95|99)|qps)@(?P<n>[1-9]\d{0,3})$")
 LOAD_METRIC_FORMS = "load:search|e2e:p50|p95|p99@N or load:qps@N (N client processes)"
@@ -113,11 +113,11 @@ def parse_load_metric(name: str) -> LoadMetric | None:
 class LoadSource:
     """The load results a comparison can use from one run: its ``load.json``, when it belongs to it."""
 
-    def __init__(self, run: RunData) -> None:
+    def __init__(self, run: ComparedRun) -> None:
         self.run = run
         self.doc: Mapping[str, Any] | None = None
         self.missing = ""
-        doc = run.load_doc if run.load_doc is not None else (read_load(run.dir) if run.dir is not None else None)
+        doc = run.load_doc if run.load_doc is not None else (read_load_file(run.dir) if run.dir is not None else None)
         if doc is None:
             self.missing = f"{run.label} has no load.json: measure it (rag-eval load, or a [load] table)"
         elif not belongs_to(doc, run.manifest):
@@ -141,10 +141,6 @@ class LoadSource:
         if mine is not None and theirs is not None and mine != theirs:
             return None, f"load.json measured {config!r} with other settings (hash {theirs}, the run's {mine})"
         return found, ""
-
-
-def family_size(checks: Sequence[AbsoluteCheck | RelativeCheck]) -> int:
-    return sum(1 for c in checks if is_load_metric(c.metric))
 
 
 def evaluate(

@@ -4,7 +4,7 @@ Nothing here talks to Milvus: a comparison needs only what a run wrote. The per-
 single source of truth; the summary gives the run's name, baseline and cutoffs, the manifest the
 configs (cap, return-n, pipeline) and the provenance that says whether two runs may be paired.
 
->>> RunData.from_dir("/nonexistent")  # doctest: +ELLIPSIS
+>>> ComparedRun.from_dir("/nonexistent")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 rag_eval.core.errors.RunDirectoryError: /nonexistent: not a run directory (no per_query.parquet, ...
 """
@@ -23,18 +23,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import RunDirectoryError
-from rag_eval.harness.store import MARKER, is_finished
+from rag_eval.harness.rows import SCHEMA
+from rag_eval.harness.store import MARKER, RunStore, is_finished
 from rag_eval.metrics import perquery
 from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
 
-REQUIRED = ("per_query.parquet", "summary.json", "manifest.json")
+RUN_FILES = ("per_query.parquet", "summary.json", "manifest.json")
 IDENTITY = ("query_id", "config", "query_index")  # the columns a run keeps in memory
 VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
 PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
 
 
 @dataclass(frozen=False, kw_only=True)
-class RunData:
+class ComparedRun:
     """One run, from its directory or from memory (a run that is being written)."""
 
     dir: Path | None
@@ -47,9 +48,9 @@ class RunData:
     rows: Callable[[Sequence[str]], Iterator[pa.Table]] | None = None
 
     @classmethod
-    def from_dir(cls, directory: str | Path) -> RunData:
+    def from_dir(cls, directory: str | Path) -> ComparedRun:
         path = Path(directory)
-        missing = [name for name in REQUIRED if not (path / name).is_file()]
+        missing = [name for name in RUN_FILES if not (path / name).is_file()]
         if missing:
             raise RunDirectoryError(
                 f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
@@ -80,6 +81,18 @@ class RunData:
         run = cls(dir=path, table=table, summary=summary, manifest=manifest, rows=rows)
         run.check()
         return run
+
+    @classmethod
+    def in_store(
+        cls, store: RunStore, *, summary: Mapping[str, Any], manifest: Mapping[str, Any], load_doc: Any = None
+    ) -> ComparedRun:
+        """A run still being written: the identity columns of its parts in memory, every other column read
+        again from the parts, one batch at a time, when a comparison asks for it."""
+        identity = pa.concat_tables([SCHEMA.empty_table().select(list(IDENTITY)), *store.iter_parts(IDENTITY)])
+        return cls(
+            dir=store.dir, table=identity.to_pandas(), summary=summary, manifest=manifest, rows=store.iter_parts,
+            load_doc=load_doc,
+        )  # fmt: skip
 
     def check(self) -> None:
         where = str(self.dir) if self.dir else "(run)"
@@ -165,7 +178,20 @@ class RunData:
         return pair_frame(source, {str(c["name"]): c.get("cap_aware") for c in self.configs})
 
 
-def differences(run: RunData, against: RunData) -> tuple[list[str], list[str]]:
+def check_pairable(identity: Mapping[str, Any], earlier: ComparedRun) -> None:
+    """Refuse, before anything runs, to pair a run over the data ``identity`` names (see
+    :meth:`ComparedRun.data_identity`) with ``earlier``, a run over other data."""
+    theirs = earlier.data_identity()
+    diff = [f"{k}: {identity[k]} vs {theirs[k]}" for k in identity if identity[k] != theirs[k]]
+    if diff:
+        raise RunDirectoryError(
+            f"this run would not pair with it: {'; '.join(diff)}; accept a run over the current data "
+            "(rag-eval accept) or give --intersection",
+            path=earlier.label,
+        )
+
+
+def differences(run: ComparedRun, against: ComparedRun) -> tuple[list[str], list[str]]:
     """(data differences that forbid pairing, setting differences to report)."""
     data = _diff(run.data_identity(), against.data_identity())
     settings = _diff(run.setting_identity(), against.setting_identity())
@@ -181,7 +207,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:16] + "..."
 
 
-def common_queries(run: RunData, against: RunData | None) -> tuple[list[str], list[str], list[str]]:
+def common_queries(run: ComparedRun, against: ComparedRun | None) -> tuple[list[str], list[str], list[str]]:
     """(query ids in both, only in run, only in against)."""
     mine = set(run.query_ids)
     if against is None:
@@ -190,7 +216,7 @@ def common_queries(run: RunData, against: RunData | None) -> tuple[list[str], li
     return sorted(mine & theirs), sorted(mine - theirs), sorted(theirs - mine)
 
 
-def pairings(run: RunData, against: RunData | None) -> Sequence[tuple[str, str, str]]:
+def pairings(run: ComparedRun, against: ComparedRun | None) -> Sequence[tuple[str, str, str]]:
     """(baseline config, candidate config, where the baseline comes from) for every comparison:
     within a run every other config against its baseline; against another run every config against
     the same-named config there, else that run's baseline."""

@@ -345,12 +345,8 @@ class EvidencePostProcessor:
         return _new_outcome(tuple(selected), Deferred(trace))
 
 
-def legacy_document_key(candidate: RetrievedEvidenceCandidate) -> str:
-    """Legacy identity: the document (``source``, else docId), else the row itself."""
-    return _legacy_key(candidate.hit, candidate.original_rank)
-
-
 def _legacy_key(hit: KnowledgeSearchHit, original_rank: int) -> str:
+    """Legacy identity: the document (``source``, else docId), else the row itself."""
     if hit.source:
         return hit.source
     if hit.doc_id:

@@ -23,7 +23,7 @@ DEFAULT_DIM = 384
 _ALIASES = {"all-MiniLM-L6-v2": DEFAULT_MODEL}
 KNOWN_DIMS = {DEFAULT_MODEL: DEFAULT_DIM}  # models whose output dimension is known without loading them
 
-Progress = Callable[[int], None]
+ProgressTick = Callable[[int], None]  # called with the number of texts just embedded
 
 
 class Embedder(Protocol):
@@ -168,7 +168,7 @@ class VectorResolver:
                 out.append(t)
         return out
 
-    def resolve(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
+    def resolve(self, texts: Sequence[str], *, progress: ProgressTick | None = None) -> np.ndarray:
         """An (n, dim) float32 matrix for ``texts``, embedding only what is stored nowhere."""
         todo = self.missing(texts)
         if todo:

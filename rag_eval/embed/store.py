@@ -146,6 +146,22 @@ class VectorFile:
             )
 
 
+def holds_vectors(path: Path, texts: Sequence[str], vectors: np.ndarray, metadata: Mapping[str, str]) -> bool:
+    """True when ``path`` already holds exactly these vectors for these texts with this metadata: writing
+    them again would change nothing."""
+    if not path.is_file():
+        return False
+    old = VectorFile.read(path)
+    if any(old.metadata.get(k) != v for k, v in metadata.items()):
+        return False
+    if old.metadata.get("texts_sha256") != texts_checksum(texts):
+        return False
+    return all(
+        (v := old.vectors.get(text_sha256(t))) is not None and np.array_equal(v, row.astype(np.float32))
+        for t, row in zip(texts, vectors, strict=True)
+    )
+
+
 def _check_matrix(path: Path, hashes: Sequence[str], matrix: np.ndarray, meta: Mapping[str, str]) -> None:
     """Refuse a vector file that is not what it says: non-finite values, or a dimension or row count that
     differs from its own metadata."""

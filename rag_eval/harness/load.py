@@ -53,16 +53,18 @@ from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.embed.embedders import VectorResolver
 from rag_eval.harness import provenance
 from rag_eval.harness.experiment import ConfigSpec, Experiment
-from rag_eval.harness.load_file import SCHEMA_VERSION
+from rag_eval.harness.ingest import IngestResult
+from rag_eval.harness.load_file import LOAD_SCHEMA_VERSION
 from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.harness.load_worker import WindowResult, WorkerSetup, init_worker, ready, run_window
+from rag_eval.harness.steps import Prepared, Progress
 from rag_eval.search.milvus import MilvusStore, SearchTarget
 
 STAGES = ("search", "e2e")
 PERCENTILES = (50, 95, 99)
 OFFSET_STRIDE = 7919  # a prime: each round starts its processes at other queries than the round before
 
-Tick = Callable[[int], None]
+LoadTick = Callable[[int], None]  # called with the number of lookups just recorded
 
 REQUEST_SCHEMA = pa.schema(
     [
@@ -127,11 +129,11 @@ class LoadResult:
     requests: pa.Table
 
 
-def measure(
+def measure_windows(
     setup: WorkerSetup,
     settings: LoadSettings,
     *,
-    tick: Tick | None = None,
+    tick: LoadTick | None = None,
     log: Callable[[str], None] | None = None,
 ) -> tuple[list[Window], list[dict[str, Any]]]:
     """Every window of every level, in the order they ran, and the machine's load before each level
@@ -324,7 +326,7 @@ def build_result(
             "machine as much as Milvus (see client_cpu and machine_cpu_busy)"
         )
     document = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": LOAD_SCHEMA_VERSION,
         **dict(identity),
         "settings": {
             **settings.as_dict(),
@@ -368,7 +370,7 @@ def load_step(
     target: SearchTarget,
     settings: LoadSettings,
     run: Mapping[str, Any] | None = None,
-    tick: Tick | None = None,
+    tick: LoadTick | None = None,
     log: Callable[[str], None] | None = None,
 ) -> LoadResult:
     """Measure ``exp``'s configs under load on ``target`` (its collection named, the ingest's) and return
@@ -393,7 +395,7 @@ def load_step(
     )  # fmt: skip
     clock = provenance.Clock.start()
     start_load = loadavg()
-    windows, levels = measure(setup, settings, tick=tick, log=log)
+    windows, levels = measure_windows(setup, settings, tick=tick, log=log)
     identity = {
         "experiment": exp.name,
         "source": exp.source,
@@ -423,3 +425,34 @@ def load_step(
     return build_result(
         windows, settings=settings, setup=setup, identity=identity, clock=clock, machine_load=machine_load
     )
+
+
+def measure_load(
+    exp: Experiment,
+    prep: Prepared,
+    ingested: IngestResult,
+    settings: LoadSettings,
+    *,
+    run: Mapping[str, Any] | None,
+    progress: Progress,
+) -> LoadResult:
+    """:func:`load_step` on the prepared queries (``query_limit`` applied) and the collection ``ingested``,
+    its levels counted on a progress bar."""
+    queries = [q.text for q in prep.dataset.queries.values()][: exp.query_limit]
+    n_configs = len(settings.configs) or len(exp.configs)
+    progress.phase("load", len(settings.concurrency) * settings.rounds * n_configs)
+    return load_step(
+        exp, queries=queries, resolver=prep.resolver, target=ingested.target, settings=settings, run=run,
+        tick=lambda n: progress.tick("load", n), log=progress.log,
+    )  # fmt: skip
+
+
+def run_load(
+    exp: Experiment, prep: Prepared, ingested: IngestResult, clock: provenance.Clock, progress: Progress
+) -> LoadResult | None:
+    """The load measurement of a run whose experiment has a ``[load]`` table (None without one): it belongs
+    to the run (its start and fingerprint)."""
+    if exp.load is None:
+        return None
+    run = {"started": clock.started.isoformat(), "fingerprint": exp.fingerprint()}
+    return measure_load(exp, prep, ingested, exp.load, run=run, progress=progress)

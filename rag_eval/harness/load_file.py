@@ -36,18 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import RunDirectoryError
+from rag_eval.harness.store import is_finished
 
 LOAD_FILE = "load.json"
 REQUESTS_FILE = "load_requests.parquet"
 SUMMARY_FILE = "load.md"
-SCHEMA_VERSION = 1
+LOAD_SCHEMA_VERSION = 1
 
 
 def check_load(doc: Any, path: str) -> dict[str, Any]:
     """The fields the gates and reports read, checked; a malformed file is one line naming the field."""
     if not isinstance(doc, Mapping):
         raise RunDirectoryError("expected a JSON object", path=path)
-    if doc.get("schema_version") != SCHEMA_VERSION:
+    if doc.get("schema_version") != LOAD_SCHEMA_VERSION:
         raise RunDirectoryError(f"unsupported schema version {doc.get('schema_version')!r}", path=path)
     results = doc.get("results")
     if not isinstance(results, list):
@@ -63,7 +64,7 @@ def check_load(doc: Any, path: str) -> dict[str, Any]:
     return dict(doc)
 
 
-def read_load(directory: str | Path) -> dict[str, Any] | None:
+def read_load_file(directory: str | Path) -> dict[str, Any] | None:
     """``DIR/load.json`` checked, or None when there is none."""
     path = Path(directory) / LOAD_FILE
     if not path.is_file():
@@ -75,6 +76,18 @@ def read_load(directory: str | Path) -> dict[str, Any] | None:
     except json.JSONDecodeError as exc:
         raise RunDirectoryError(f"not valid JSON (line {exc.lineno}: {exc.msg})", path=str(path)) from exc
     return check_load(doc, str(path))
+
+
+def run_in(directory: Path) -> dict[str, Any] | None:
+    """The start and fingerprint of the finished run in ``directory`` (what a load measurement written there
+    belongs to), or None when there is none."""
+    if not (is_finished(directory) and (directory / "manifest.json").is_file()):
+        return None
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunDirectoryError(f"cannot read the run's manifest: {exc}", path=str(directory)) from exc
+    return {"started": manifest.get("started"), "fingerprint": manifest.get("fingerprint")}
 
 
 def belongs_to(doc: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:

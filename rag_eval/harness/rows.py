@@ -18,7 +18,7 @@ ingest plan says which chunk every vector id really is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ import pyarrow as pa
 from rag_eval.core.guard import EvidenceGuard
 from rag_eval.core.lookup import LookupRecord
 from rag_eval.core.postprocess import Stage
+from rag_eval.core.projector import ProjectedPayload
+from rag_eval.core.types import EvidenceBlock, KnowledgeSearchHit
 from rag_eval.harness.content import content_sha
 from rag_eval.harness.ingest import IngestRow
 
@@ -141,45 +143,18 @@ def build_row(
     truth: Truth,
     search_us: float,
 ) -> dict[str, Any]:
+    """The per-query row of one lookup (:data:`SCHEMA`): what was returned and delivered, the true chunk
+    behind every key, the labels, the relevant chunks lost and at which stage, the counts and the timings."""
     payload = record.payload
     hit_keys, hits = record.candidates.keys, record.candidates.hits  # columns: no candidate objects needed
     hit_chunks = [truth.chunk_of(h.vector_id) for h in hits]
-    # evidence key -> true chunk and stored doc id, from the first candidate that carried it
-    true_of_key: dict[str, str] = {}
-    stored_doc_of_key: dict[str, str] = {}
-    for key, hit, chunk in zip(hit_keys, hits, hit_chunks, strict=True):
-        if key not in true_of_key:
-            true_of_key[key] = chunk
-            stored_doc_of_key[key] = hit.doc_id or ""
+    true_of_key, stored_doc_of_key = _key_identities(hit_keys, hits, hit_chunks)
     block_by_key = {b.key: b for b in record.result.blocks}
-
-    member_keys: list[str] = []
-    member_block: list[int] = []
-    member_sha: list[str] = []
-    for excerpt in payload.excerpts:
-        block = block_by_key[excerpt.document_id]
-        for span in block.members:
-            if span.key in excerpt.delivered_members:
-                member_keys.append(span.key)
-                member_block.append(excerpt.rank)
-                member_sha.append(content_sha(block.content[span.start : span.end]))
+    member_keys, member_block, member_sha = _delivered_members(payload, block_by_key)
     member_chunks = [true_of_key[k] for k in member_keys]
     delivered = set(member_chunks)
-
     relevant = truth.relevance.get(query_id, {})
-    lost_chunks: list[str] = []
-    lost_stages: list[str] = []
-    if relevant:
-        best_stage = _best_stage_per_chunk(record, truth)
-        budget_of = {loss.key: loss.budget.value for loss in payload.member_losses}
-        for chunk in sorted(relevant):
-            if chunk in delivered:
-                continue
-            lost_chunks.append(chunk)
-            lost_stages.append(
-                NOT_IN_COLLECTION if chunk in truth.lost else _loss_stage(chunk, best_stage, budget_of, true_of_key)
-            )
-
+    lost_chunks, lost_stages = _losses(record, truth, relevant, delivered, true_of_key)
     guard = EvidenceGuard().check(payload, member_keys)
     timings = record.timings
     transform_us = timings.transform_ns / 1e3
@@ -229,6 +204,59 @@ def build_row(
         "projection_us": proj_us,
         "e2e_us": transform_us + search_us + post_us + proj_us,
     }
+
+
+def _key_identities(
+    hit_keys: Sequence[str], hits: Sequence[KnowledgeSearchHit], hit_chunks: Sequence[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Evidence key -> true chunk and stored doc id, from the first candidate that carried it."""
+    true_of_key: dict[str, str] = {}
+    stored_doc_of_key: dict[str, str] = {}
+    for key, hit, chunk in zip(hit_keys, hits, hit_chunks, strict=True):
+        if key not in true_of_key:
+            true_of_key[key] = chunk
+            stored_doc_of_key[key] = hit.doc_id or ""
+    return true_of_key, stored_doc_of_key
+
+
+def _delivered_members(
+    payload: ProjectedPayload, block_by_key: Mapping[str, EvidenceBlock]
+) -> tuple[list[str], list[int], list[str]]:
+    """(key, block rank, content hash) of every member delivered, in payload order."""
+    member_keys: list[str] = []
+    member_block: list[int] = []
+    member_sha: list[str] = []
+    for excerpt in payload.excerpts:
+        block = block_by_key[excerpt.document_id]
+        for span in block.members:
+            if span.key in excerpt.delivered_members:
+                member_keys.append(span.key)
+                member_block.append(excerpt.rank)
+                member_sha.append(content_sha(block.content[span.start : span.end]))
+    return member_keys, member_block, member_sha
+
+
+def _losses(
+    record: LookupRecord,
+    truth: Truth,
+    relevant: Mapping[str, int],
+    delivered: set[str],
+    true_of_key: Mapping[str, str],
+) -> tuple[list[str], list[str]]:
+    """The relevant chunks not delivered, in key order, and the stage that lost each."""
+    lost_chunks: list[str] = []
+    lost_stages: list[str] = []
+    if relevant:
+        best_stage = _best_stage_per_chunk(record, truth)
+        budget_of = {loss.key: loss.budget.value for loss in record.payload.member_losses}
+        for chunk in sorted(relevant):
+            if chunk in delivered:
+                continue
+            lost_chunks.append(chunk)
+            lost_stages.append(
+                NOT_IN_COLLECTION if chunk in truth.lost else _loss_stage(chunk, best_stage, budget_of, true_of_key)
+            )
+    return lost_chunks, lost_stages
 
 
 def _best_stage_per_chunk(record: LookupRecord, truth: Truth) -> dict[str, tuple[int, Stage]]:

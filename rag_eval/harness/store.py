@@ -199,12 +199,6 @@ class RunStore:
         """Remove this replay's own directory under a parts URL, once every part is taken from it."""
         parts.drop_session(url)
 
-    def read_parts(self) -> pa.Table:
-        """Every part in one table (small runs and tests: a large run reads them one at a time)."""
-        self.check_parts()
-        parts = list(self.iter_parts())
-        return pa.concat_tables(parts) if parts else SCHEMA.empty_table()
-
     def iter_parts(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
         """The finished batches' rows in batch order, one part at a time (only ``columns`` when given)."""
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
@@ -312,17 +306,6 @@ class RunStore:
                     for rank, item in enumerate(items, start=1):
                         fh.write(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {name}\n")
         return list(targets.values())
-
-    def write_trec_run(self, name: str, ranking: Mapping[str, list[str]], tag: str) -> Path:
-        """``ranking``: query -> delivered items best first; scores are strictly decreasing."""
-        lines = []
-        for qid in ranking:
-            items = ranking[qid]
-            for rank, item in enumerate(items, start=1):
-                lines.append(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {tag}")
-        path = self._target / "runs" / f"{name}.trec"
-        write_text(path, "\n".join(lines) + ("\n" if lines else ""))
-        return path
 
     def write_trec_qrels(self, name: str, qrels: Mapping[str, Mapping[str, int]]) -> Path:
         lines = [f"{qid} 0 {item} {grade}" for qid in qrels for item, grade in sorted(qrels[qid].items())]

@@ -54,12 +54,6 @@ def flat_values(table: pa.Table, name: str) -> tuple[Array, pa.Array]:
     return rows, pc.list_flatten(arr)
 
 
-def list_lengths(table: pa.Table, name: str) -> Array:
-    """Values per row of a list column."""
-    lengths = pc.fill_null(pc.list_value_length(_list_array(table, name)), 0)
-    return np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
 def coded(table: pa.Table, names: Sequence[str]) -> tuple[list[Flat], pa.Array]:
     """List-of-string columns flattened, their values coded in one shared vocabulary (kept as Arrow:
     rules on the vocabulary run as Arrow compute functions, not Python, for large vocabularies)."""

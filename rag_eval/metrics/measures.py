@@ -13,9 +13,9 @@ delivered documents in order of first delivery:
 Only judged queries (at least one relevant item) count for these; a judged query with an
 empty payload scores 0. The project's own measures are documented in the README.
 
-The functions on one row (``standard_measures``, ``content_duplicate_breakdown``, ...) state the
-definitions; ``per_query_frame`` and ``summarize`` compute them for a whole table column-wise
-(:mod:`rag_eval.metrics.perquery`), to the same values.
+``summarize`` computes them for a whole table column-wise (:mod:`rag_eval.metrics.perquery`); the
+tests hold them equal, to the last bit, to the same definitions written one row at a time
+(``tests/unit/rowwise_measures.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -30,7 +31,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rag_eval.core.identity import key_kind
 from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
 from rag_eval.metrics import perquery
 from rag_eval.metrics.columns import flat_values
@@ -38,10 +38,9 @@ from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of
 from rag_eval.metrics.registry import LATENCY_STAGES, MISSION, Measure, measure_names
 
 __all__ = [
-    "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "content_duplicate_breakdown", "declared_values", "doc_of",
-    "doc_ranking", "first_occurrences", "latency_stats", "max_chunks_per_document", "measure_names", "pair_frame",
-    "per_query_frame", "quantile_ci", "query_values", "row_identity", "same_doc_pairs", "standard_measures",
-    "summarize", "summary_frame",
+    "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "declared_values", "doc_of", "doc_ranking",
+    "first_occurrences", "latency_stats", "max_chunks_per_document", "measure_names", "pair_frame", "quantile_ci",
+    "query_values", "same_doc_pairs_of_row", "summarize", "summary_frame",
 ]  # fmt: skip
 
 
@@ -57,33 +56,9 @@ def doc_ranking(row: Mapping[str, Any]) -> list[str]:
     return first_occurrences(doc_of(c) for c in row["member_chunks"] if not c.startswith("unknown:"))
 
 
-def standard_measures(ranking: Sequence[str], qrels: Mapping[str, int], cutoffs: Sequence[int]) -> dict[str, float]:
-    """P, R, nDCG, Success at each cutoff, and RR, for one query."""
-    relevant = {k for k, g in qrels.items() if g >= 1}
-    out: dict[str, float] = {}
-    gains = [float(qrels.get(item, 0)) if qrels.get(item, 0) >= 1 else 0.0 for item in ranking]
-    ideal = sorted((float(g) for g in qrels.values() if g >= 1), reverse=True)
-    for k in cutoffs:
-        top = ranking[:k]
-        hits = sum(1 for item in top if item in relevant)
-        out[f"P@{k}"] = hits / k
-        out[f"R@{k}"] = hits / len(relevant) if relevant else 0.0
-        out[f"Success@{k}"] = 1.0 if hits else 0.0
-        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:k]))
-        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
-        out[f"nDCG@{k}"] = dcg / idcg if idcg > 0 else 0.0
-    rr = 0.0
-    for i, item in enumerate(ranking, start=1):
-        if item in relevant:
-            rr = 1.0 / i
-            break
-    out["RR"] = rr
-    return out
-
-
-def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
+def same_doc_pairs_of_row(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
     """(doc, relevant, delivered, recall, cap-aware recall) for each document with >= 2
-    relevant chunks for this query."""
+    relevant chunks for this query (one row; :func:`rag_eval.metrics.perquery.same_doc_pairs` does a table)."""
     per_doc: dict[str, list[str]] = {}
     for chunk in row["relevant_chunks"]:
         per_doc.setdefault(doc_of(chunk), []).append(chunk)
@@ -98,42 +73,6 @@ def same_doc_pairs(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, i
     return out
 
 
-def row_identity(key: str, stored_doc_id: str) -> str:
-    """What identity the row that carried a delivered chunk had, from its D1 key and stored doc id."""
-    kind = key_kind(key)
-    if kind == "chunk":
-        return "doc_id and chunk_index"
-    if kind == "rank":
-        return "no identity"
-    return "no doc_id" if not stored_doc_id else "no chunk_index"
-
-
-def content_duplicate_breakdown(row: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Each delivered chunk whose normalised content was already delivered under another key:
-    its cause (``re-ingested copy``: the same true chunk through a second row; ``same text,
-    other chunk``: a different chunk with the same text, such as a page's v2 or boilerplate),
-    the D1 key kind of its row (``chunk``, ``vector``, ``rank``) and that row's identity.
-
-    A chunk is such a duplicate when its key is new in the payload and its content is not; it
-    repeats the first delivered chunk with that content."""
-    keys, chunks, docs = row["member_keys"], row["member_chunks"], row["member_doc_ids"]
-    seen_keys: set[str] = set()
-    first_of_sha: dict[str, int] = {}
-    out = []
-    for i, (key, sha) in enumerate(zip(keys, row["member_content_sha"], strict=True)):
-        if key not in seen_keys and sha in first_of_sha:
-            out.append(
-                {
-                    "cause": COPY if chunks[i] == chunks[first_of_sha[sha]] else SAME_TEXT,
-                    "key_kind": key_kind(key),
-                    "row_identity": row_identity(key, docs[i]),
-                }
-            )
-        seen_keys.add(key)
-        first_of_sha.setdefault(sha, i)
-    return out
-
-
 def as_arrow(table: pd.DataFrame | pa.Table, columns: Sequence[str]) -> pa.Table:
     """The per-query table's ``columns`` that are present, as Arrow (the run store's types)."""
     if isinstance(table, pa.Table):
@@ -141,21 +80,6 @@ def as_arrow(table: pd.DataFrame | pa.Table, columns: Sequence[str]) -> pa.Table
     present = [c for c in columns if c in table.columns]
     schema = pa.schema([SCHEMA.field(c) for c in present])
     return pa.Table.from_pandas(table[present], schema=schema, preserve_index=False)
-
-
-def per_query_frame(
-    table: pd.DataFrame | pa.Table,
-    cutoffs: Sequence[int],
-    caps: Mapping[str, int | None],
-    checked_caps: Mapping[str, int | None] | None = None,
-) -> pd.DataFrame:
-    """One row per (query, config) with every per-query measure (NaN where not defined).
-
-    ``caps``: the cap of the cap-aware recall per config (None: no cap); ``checked_caps``: the
-    cap delivery is checked against (``cap_ok`` by stored doc id, ``cap_ok_true`` by true
-    document; NaN where a config has none).
-    """
-    return perquery.compute(as_arrow(table, perquery.COLUMNS), cutoffs, caps, checked_caps or {}).frame
 
 
 def _pct(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series, q: float) -> float:
@@ -207,7 +131,7 @@ def quantile_ci(
 
 
 # summary.json's order of the stages (transform, timed last, comes before the end-to-end total)
-LATENCY = tuple(sorted(LATENCY_STAGES, key=lambda stage: (stage == "e2e", stage == "transform")))
+SUMMARY_LATENCY_ORDER = tuple(sorted(LATENCY_STAGES, key=lambda stage: (stage == "e2e", stage == "transform")))
 SUMMARY_COLUMNS = (
     *perquery.COLUMNS,
     "lost_stages",
@@ -215,7 +139,7 @@ SUMMARY_COLUMNS = (
     "guard_violations",
     "n_blocks",
     "payload_chars",
-    *(f"{stage}_us" for stage in LATENCY),
+    *(f"{stage}_us" for stage in SUMMARY_LATENCY_ORDER),
 )
 
 
@@ -279,68 +203,90 @@ def summarize(
     loss_stage = np.asarray([s for _, stages in losses for s in stages.to_pylist()], dtype=object)
     config_of = m["config"].to_numpy(dtype=object)
     ids = pa.chunked_array([c for ids in query_ids for c in ids.chunks], type=pa.string())
-    names = measure_names(cutoffs)
-    out: dict[str, Any] = {}
-    for cfg in configs:
-        name = cfg["name"]
-        mine = config_of == name
-        rows = np.flatnonzero(mine)
-        sub = m[mine]
-        judged = sub[sub["judged"].to_numpy(dtype=bool)]
-        pairs = computed.pairs[mine[computed.pairs["row"].to_numpy()]] if len(computed.pairs) else computed.pairs
-        breakdown = computed.breakdown[mine[computed.breakdown["row"].to_numpy()]]
-        members = int(sub["members"].sum())
-        hits = int(sub["hits"].sum())
-        violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
-        true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
-        stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
-        latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in LATENCY}
-        mean_e2e = latency["e2e"]["mean"]
-        references = int(column["guard_references"][rows].sum())
-        n_blocks = column["n_blocks"][rows]
-        copies = int((breakdown["cause"] == COPY).sum())
-        out[name] = {
-            "queries": len(rows),
-            "judged_queries": len(judged),
-            "same_doc_multi_chunk_recall": _mean(pairs["recall"]),
-            "same_doc_multi_chunk_recall_cap_aware": _mean(pairs["cap_aware"]),
-            "same_doc_pairs": len(pairs),
-            "duplicate_rate": _ratio(int(sub["dup_keys"].sum()), members),
-            "content_duplicate_rate": _ratio(int(sub["dup_content"].sum()), members),
-            "raw_duplicate_rate": _ratio(int(sub["raw_dup_keys"].sum()), hits),
-            "raw_content_duplicate_rate": _ratio(int(sub["raw_dup_content"].sum()), hits),
-            "content_duplicates": {
-                "total": len(breakdown),
-                **{f"by_{field}": _counts(breakdown[field]) for field in ("cause", "key_kind", "row_identity")},
-            },
-            "content_duplicate_rate_copies": _ratio(copies, members),
-            "content_duplicate_rate_same_text": _ratio(len(breakdown) - copies, members),
-            "cap_checked": cfg["cap"],
-            "cap_checked_source": cfg.get("cap_source", "config"),
-            "cap_compliance": compliance,
-            "cap_violations": violations,
-            "n_cap_violations": n_violations,
-            "cap_compliance_true": true_compliance,
-            "true_cap_violations": true_violations,
-            "n_true_cap_violations": n_true,
-            "evidence_guard_1to1": _ratio(references - int(column["guard_violations"][rows].sum()), references),
-            "return_n_compliance": _ratio(int((n_blocks <= cfg["return_n"]).sum()), len(rows)),
-            "chunk": {n: _mean(judged[f"chunk:{n}"]) for n in names},
-            "doc": {n: _mean(sub[f"doc:{n}"].dropna()) for n in names},
-            "payload": {
-                "chars_p50": _pct(column["payload_chars"][rows], 50),
-                "chars_p95": _pct(column["payload_chars"][rows], 95),
-                "blocks_p50": _pct(n_blocks, 50),
-                "blocks_p95": _pct(n_blocks, 95),
-                "chunks_delivered_mean": _ratio(members, len(rows)),
-            },
-            "stage_losses": stage_losses,
-            "latency_us": latency,
-            "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
-            "search_latency": quantile_ci(column["search_us"][rows]),
-        }
-        out[name].update(declared_values(sub, MISSION, out[name]))
-    return out, m
+    measured = _Measured(
+        computed=computed, column=column, loss_rows=loss_rows, loss_stage=loss_stage, config_of=config_of, ids=ids,
+        names=measure_names(cutoffs),
+    )  # fmt: skip
+    return {cfg["name"]: _config_summary(cfg, measured) for cfg in configs}, m
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Measured:
+    """What the summary of every config is read from: the per-query measures, the scalar columns, the
+    stage of every relevant chunk lost, the config and query id of every row, the standard measures' names."""
+
+    computed: perquery.PerQuery
+    column: dict[str, np.ndarray[Any, Any]]
+    loss_rows: np.ndarray[Any, Any]
+    loss_stage: np.ndarray[Any, Any]
+    config_of: np.ndarray[Any, Any]
+    ids: pa.ChunkedArray
+    names: list[str]
+
+
+def _config_summary(cfg: Mapping[str, Any], measured: _Measured) -> dict[str, Any]:
+    """The summary of one config: its rows' measures averaged, its compliances, losses and latencies."""
+    computed, column, ids, names = measured.computed, measured.column, measured.ids, measured.names
+    loss_rows, loss_stage, config_of, m = measured.loss_rows, measured.loss_stage, measured.config_of, computed.frame
+    name = cfg["name"]
+    mine = config_of == name
+    rows = np.flatnonzero(mine)
+    sub = m[mine]
+    judged = sub[sub["judged"].to_numpy(dtype=bool)]
+    pairs = computed.pairs[mine[computed.pairs["row"].to_numpy()]] if len(computed.pairs) else computed.pairs
+    breakdown = computed.breakdown[mine[computed.breakdown["row"].to_numpy()]]
+    members = int(sub["members"].sum())
+    hits = int(sub["hits"].sum())
+    violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
+    true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
+    stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
+    latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in SUMMARY_LATENCY_ORDER}
+    mean_e2e = latency["e2e"]["mean"]
+    references = int(column["guard_references"][rows].sum())
+    n_blocks = column["n_blocks"][rows]
+    copies = int((breakdown["cause"] == COPY).sum())
+    summary = {
+        "queries": len(rows),
+        "judged_queries": len(judged),
+        "same_doc_multi_chunk_recall": _mean(pairs["recall"]),
+        "same_doc_multi_chunk_recall_cap_aware": _mean(pairs["cap_aware"]),
+        "same_doc_pairs": len(pairs),
+        "duplicate_rate": _ratio(int(sub["dup_keys"].sum()), members),
+        "content_duplicate_rate": _ratio(int(sub["dup_content"].sum()), members),
+        "raw_duplicate_rate": _ratio(int(sub["raw_dup_keys"].sum()), hits),
+        "raw_content_duplicate_rate": _ratio(int(sub["raw_dup_content"].sum()), hits),
+        "content_duplicates": {
+            "total": len(breakdown),
+            **{f"by_{field}": _counts(breakdown[field]) for field in ("cause", "key_kind", "row_identity")},
+        },
+        "content_duplicate_rate_copies": _ratio(copies, members),
+        "content_duplicate_rate_same_text": _ratio(len(breakdown) - copies, members),
+        "cap_checked": cfg["cap"],
+        "cap_checked_source": cfg.get("cap_source", "config"),
+        "cap_compliance": compliance,
+        "cap_violations": violations,
+        "n_cap_violations": n_violations,
+        "cap_compliance_true": true_compliance,
+        "true_cap_violations": true_violations,
+        "n_true_cap_violations": n_true,
+        "evidence_guard_1to1": _ratio(references - int(column["guard_violations"][rows].sum()), references),
+        "return_n_compliance": _ratio(int((n_blocks <= cfg["return_n"]).sum()), len(rows)),
+        "chunk": {n: _mean(judged[f"chunk:{n}"]) for n in names},
+        "doc": {n: _mean(sub[f"doc:{n}"].dropna()) for n in names},
+        "payload": {
+            "chars_p50": _pct(column["payload_chars"][rows], 50),
+            "chars_p95": _pct(column["payload_chars"][rows], 95),
+            "blocks_p50": _pct(n_blocks, 50),
+            "blocks_p95": _pct(n_blocks, 95),
+            "chunks_delivered_mean": _ratio(members, len(rows)),
+        },
+        "stage_losses": stage_losses,
+        "latency_us": latency,
+        "qps_serial": 1e6 / mean_e2e if mean_e2e and mean_e2e > 0 else math.nan,
+        "search_latency": quantile_ci(column["search_us"][rows]),
+    }
+    summary.update(declared_values(sub, MISSION, summary))
+    return summary
 
 
 def _numbers(table: pa.Table, name: str) -> np.ndarray[Any, Any]:
@@ -459,7 +405,7 @@ PAIR_COLUMNS = ("query_id", "config", "doc_id", "relevant", "delivered", "recall
 def pair_frame(table: Rows, caps: Mapping[str, int | None]) -> pd.DataFrame:
     """One row per (query, config, document with >= 2 relevant chunks): the units that
     same-document multi-chunk recall averages over, so a comparison can pair them
-    (:func:`same_doc_pairs` for every row, computed column-wise; a stream is read one batch at a time).
+    (:func:`rag_eval.metrics.perquery.same_doc_pairs`, a stream read one batch at a time).
 
     ``caps``: config -> the cap of the cap-aware recall (None: no cap).
 
@@ -503,8 +449,8 @@ def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
 
 
 def query_values(table: Rows, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
-    """Every per-query value a comparison pairs on, one row per (query, config): the columns of
-    :func:`per_query_frame`, and
+    """Every per-query value a comparison pairs on, one row per (query, config): the per-query measures
+    (:func:`rag_eval.metrics.perquery.compute`), and
 
     ``cap_ok``            1.0 when no stored doc id has more delivered chunks than the cap it is checked
                           against (NaN when there is none); ``cap_ok_true`` the same by true document

@@ -187,7 +187,7 @@ def waterfall(
         return _svg(fig, "waterfall")
 
 
-def trend(history: pd.DataFrame, time_column: str, measures: Sequence[tuple[str, str]]) -> str | None:
+def history_chart(history: pd.DataFrame, time_column: str, measures: Sequence[tuple[str, str]]) -> str | None:
     """Nightly history: one panel per measure (key, label), a line per config."""
     present = [(k, label) for k, label in measures if k in history.columns]
     if not present or history.empty:

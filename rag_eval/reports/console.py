@@ -1,7 +1,12 @@
-"""The run's measures as the console prints them: a row per measure, a column per config.
+"""Everything the commands print: the run's table, the gates, the history, the load table and the lines
+that say what a command did.
 
-Labels and decimals are the registry's (:mod:`rag_eval.metrics.registry`); a value the summary
-lacks prints as ``-``. The CLI puts the rows into a rich table.
+The run's table has a row per measure and a column per config; labels and decimals are the registry's
+(:mod:`rag_eval.metrics.registry`), and a value the summary lacks prints as ``-``. Tables and the lines
+around them go through rich with every text of the user's (names, paths, notes, messages) escaped
+(``rich.markup.escape``), so that ``[bold]`` in a path prints as itself; the one-line reports of
+``ingest``, ``embed``, ``accept``, ``compare`` and ``nightly`` are plain ``print``. rich is imported
+when a table is printed, not with this module.
 
 >>> summary = {"cutoffs": [5], "configs": {"a": {"duplicate_rate": 0.05, "cap_checked": 3,
 ...            "cap_checked_source": "production", "chunk": {"nDCG@5": 0.5}, "latency_us": {"search": {"p50": 1500.0}},
@@ -14,12 +19,33 @@ lacks prints as ``-``. The CLI puts the rows into a rich table.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from rag_eval.core.config import RagConfig
+from rag_eval.harness.experiment import Experiment
+from rag_eval.harness.ingest import IngestResult
+from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.metrics.registry import READING_ORDER
 from rag_eval.reports.display import flatten_config, fmt, measure
+from rag_eval.reports.load import load_rows
+from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
 
-__all__ = ["MEASURES", "console_measures", "summary_table"]
+__all__ = [
+    "MEASURES", "console_measures", "describe_load", "describe_run", "print_accepted", "print_compared",
+    "print_embedded", "print_gates", "print_history", "print_ingested", "print_load", "print_night", "print_run",
+    "print_settings", "summary_table",
+]  # fmt: skip
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+VERDICT_STYLE = {"pass": "green", "warn": "yellow", "underpowered": "yellow", "fail": "bold red", "error": "bold red"}
+GATE_COLUMNS = ("config", "vs", "gate", "severity", "value", "delta", "interval", "verdict")
+LOAD_COLUMNS = (
+    "config", "clients", "QPS", "scaling", "search p50/p95/p99 ms", "e2e p50/p95/p99 ms", "client CPU/process",
+    "machine CPU busy",
+)  # fmt: skip
 
 MEASURES = (
     "same_doc_multi_chunk_recall",
@@ -85,3 +111,191 @@ def summary_table(summary: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
         counts = [str(configs[n].get("stage_losses", {}).get(stage, 0)) for n in names]
         rows.append((measure(f"lost:{stage}").label, counts))
     return rows
+
+
+# -- a run ------------------------------------------------------------------------------------
+
+
+def describe_run(exp: Experiment, out: Path) -> str:
+    """The settings a run uses, defaults included, in one line for the start of the run."""
+    configs = ", ".join(f"{c.name} ({c.config.pipeline.value})" for c in exp.configs)
+    return (
+        f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
+        f"embedder {exp.embedder_model}, ingest profile {exp.profile.name}, Milvus {exp.target.redacted_uri} "
+        f"(index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline {exp.baseline}, "
+        f"queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
+    )
+
+
+def print_run(
+    summary: Mapping[str, Any], *, experiment: str, baseline: str, gates: Mapping[str, Any] | None, out: Path
+) -> None:
+    """The run's table, its gates (``gates``: the comparison's document) and where its files are."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    title = f"{experiment} ({summary['queries']} queries, labels: {summary['label_level']})"
+    table = Table(title=escape(title))
+    table.add_column("measure")
+    for name in summary["configs"]:
+        table.add_column(escape(name + (" (baseline)" if name == baseline else "")), justify="right")
+    for label, values in summary_table(summary):
+        table.add_row(escape(label), *(escape(v) for v in values))
+    console = Console(width=max(100, 40 + 22 * len(summary["configs"])))
+    console.print(table)
+    if gates is not None:
+        print_gates(gates, console=console)
+    console.print(f"report: {escape(str(out / 'report.md'))}")
+    console.print(f"html report: {escape(str(out / 'report.html'))}")
+    console.print(f"run directory: {escape(str(out))} (compare.json, junit.xml, summary.md)")
+
+
+def print_gates(document: Mapping[str, Any], *, console: Any = None) -> None:
+    """The gate table of a comparison, its notes, and a line per gate that did not pass."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    console = Console(width=max(console.width, 150), file=console.file)
+    rows = gate_rows(document)
+    code = int(document["exit_code"])
+    table = Table(title=f"gates ({escape(str(document['gates_file']))}): {EXIT_HEADLINE.get(code, code)}")
+    for column in GATE_COLUMNS:
+        table.add_column(column, justify="right" if column in ("value", "delta") else "left")
+    for r in rows:
+        verdict = f"[{VERDICT_STYLE.get(r['outcome'], '')}]{escape(r['verdict'])}[/]"
+        table.add_row(
+            escape(r["config"]), escape(r["baseline"]), escape(r["gate"]), r["severity"], r["value"], r["delta"],
+            r["interval"], verdict,
+        )  # fmt: skip
+    console.print(table)
+    for note in document.get("notes", []):
+        console.print(f"note: {escape(note)}")
+    for r in rows:
+        if r["outcome"] != "pass":
+            console.print(f"{escape(r['verdict'])} {escape(r['config'])} {escape(r['gate'])}: {escape(r['message'])}")
+
+
+def print_compared(where: str | Path) -> None:
+    print(f"wrote compare.json, junit.xml and summary.md to {where}")
+
+
+def print_night(*, first: bool, night: Path, accepted: Path, history: str | Path) -> None:
+    """Where a night went, and that a first night is now the accepted baseline."""
+    if first:
+        print(f"first night: {night} is now the accepted baseline ({accepted})")
+    print(f"night written to {night} (report.md, compare.json, junit.xml, summary.md); history: {history}")
+
+
+def print_accepted(run_dir: str | Path, target: Path) -> None:
+    print(f"{run_dir} is the accepted baseline of its experiment: {target}")
+
+
+def print_history(frame: pd.DataFrame, path: str | Path) -> None:
+    """The trend of the nightly history, a row per night and config (or that there is none)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    if frame.empty:
+        print(f"no history in {path}")
+        return
+    table = Table(title=f"history ({escape(str(path))})")
+    for column in frame.columns:
+        table.add_column(escape(str(column)), justify="left" if frame[column].dtype == object else "right")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(escape(_cell(v)) for v in row))
+    Console(width=max(120, 24 * len(frame.columns))).print(table)
+
+
+def _cell(value: Any) -> str:
+    """A history value, short: floats to 4 digits, a commit or checksum to 12 characters, a time to minutes."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = str(value)
+    if len(text) >= 32 and all(c in "0123456789abcdef" for c in text):  # a commit or a checksum
+        return text[:12]
+    return text[:16].replace("T", " ") if len(text) > 19 and text[4:5] == "-" and "T" in text else text
+
+
+# -- the data and the collection --------------------------------------------------------------
+
+
+def print_ingested(result: IngestResult) -> None:
+    state = "reused" if result.reused else "built"
+    print(
+        f"{result.collection} at {result.target.redacted_uri}: {state} ({result.reason}), "
+        f"{result.rows} rows, {result.embedded} texts embedded, {result.seconds:.1f} s"
+    )
+
+
+def print_embedded(files: Sequence[Path], written: Sequence[Path], embedded: int) -> None:
+    state = ", ".join(f"{p} {'written' if p in written else 'unchanged'}" for p in files)
+    print(f"{state} ({embedded} texts embedded, the rest stored already)")
+
+
+def print_settings(settings: Experiment | RagConfig, path: Path) -> None:
+    """The effective settings of a config file, or of each config of an experiment file."""
+    if isinstance(settings, Experiment):
+        configs = len(settings.configs)
+        print(f"# {path} is an experiment file ({settings.name!r}, {configs} configs); each config's settings:")
+        for spec in settings.configs:
+            note = f", what-if {spec.what_if}" if spec.what_if else ""
+            print(f"\n[{spec.name}]  (mode {spec.mode.value}{note}; from {spec.origin})")
+            _print_properties(spec.config)
+    else:
+        _print_properties(settings)
+
+
+def _print_properties(config: RagConfig) -> None:
+    for key, value in sorted(config.as_properties().items()):
+        print(f"{key}={value}")
+
+
+# -- latency under load -----------------------------------------------------------------------
+
+
+def describe_load(exp: Experiment, settings: LoadSettings, out: Path) -> str:
+    """What a load measurement will do, in one line for its start."""
+    return (
+        f"load: {exp.name} on Milvus {exp.target.redacted_uri}, clients {list(settings.concurrency)}, "
+        f"{settings.duration_s:g} s per config and level in {settings.rounds} rounds"
+        + (f", at most {settings.max_searches} lookups" if settings.max_searches else "")
+        + f"; output {out}"
+    )
+
+
+def print_load(doc: Mapping[str, Any], out: Path) -> None:
+    """The load table (a row per config and client count), its notes, and where the files went."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    machine_load = doc["machine_load"]
+    title = (
+        f"latency under load: {doc['experiment']} (Milvus {doc['milvus']['backend']} "
+        f"{doc['milvus']['server_version']}, {doc['machine']['cpus']} CPUs, load average "
+        f"{machine_load['loadavg_start']} -> {machine_load['loadavg_end']})"
+    )
+    table = Table(title=escape(title))
+    for column in LOAD_COLUMNS:
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for r in load_rows(doc):
+        table.add_row(
+            escape(r["config"]), str(r["clients"]), r["qps"], r["scaling"],
+            f"{r['search_p50']}/{r['search_p95']}/{r['search_p99']}", f"{r['e2e_p50']}/{r['e2e_p95']}/{r['e2e_p99']}",
+            r["client_cpu"], r["machine_busy"],
+        )  # fmt: skip
+    console = Console(width=150)
+    console.print(table)
+    for note in doc.get("notes", []):
+        console.print(f"note: {escape(note)}")
+    console.print(f"wrote load.json, load.md and load_requests.parquet to {escape(str(out))}")
+    if (doc.get("run") or {}).get("started"):
+        console.print(
+            f"the run's report.html now shows the curve; apply load gates with: rag-eval compare {escape(str(out))}"
+        )

@@ -123,6 +123,16 @@ def _select(stats: dict[str, tuple[int, float, int]], order: Sequence[str], limi
     return {q: kept[q] for q in order if q in kept}
 
 
+class _KeyIndex:
+    """Chunk key -> its position in ``data["keys"]``, numbered as first asked for: each key is written once."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, int] = {}
+
+    def __call__(self, chunk: str) -> int:
+        return self.keys.setdefault(str(chunk), len(self.keys))
+
+
 def build_drilldown(
     per_query: pd.DataFrame,
     names: Sequence[str],
@@ -138,24 +148,8 @@ def build_drilldown(
     for the kept queries only, through ``rows_of`` when given (else ``per_query`` has them)."""
     if max_queries < 1:
         raise ValueError("max_queries must be >= 1")
-    delivered_of: dict[str, dict[str, int]] = {}
-    relevant_of: dict[str, int] = {}
-    index: dict[str, int] = {}
-    columns = [per_query[c].tolist() for c in ("query_id", "config", "query_index")]
-    lengths = [per_query[c].map(len).tolist() for c in ("delivered_relevant", "relevant_chunks")]
-    for q, config, position, got, rel in zip(*columns, *lengths, strict=True):
-        delivered_of.setdefault(q, {})[config] = got
-        relevant_of.setdefault(q, rel)
-        index[q] = int(position)
-    order = sorted(delivered_of, key=lambda q: (index[q], q))
     bi = list(names).index(baseline)
-    stats: dict[str, tuple[int, float, int]] = {}
-    for q in order:
-        got = [delivered_of[q].get(n, 0) for n in names]
-        rel = relevant_of[q]
-        change = max((abs(d - got[bi]) for d in got), default=0)
-        share = sum(got) / (rel * len(names)) if rel else 1.0
-        stats[q] = (change, share, rel)
+    order, stats = _query_stats(per_query, names, bi)
     kept = _select(stats, order, max_queries)
     full = rows_of(list(kept)) if rows_of is not None else per_query[per_query["query_id"].isin(list(kept))]
     by_query: dict[str, dict[str, dict[str, Any]]] = {}
@@ -163,79 +157,18 @@ def build_drilldown(
         row = {str(k): v for k, v in raw.items()}
         by_query.setdefault(row["query_id"], {})[row["config"]] = row
     text_rows = {str(t.chunk): t for t in texts.itertuples(index=False)} if texts is not None else {}
-
     span_of: dict[str, list[tuple[str, int, int]]] = {}
     if spans is not None:
         for sp in spans.to_dict("records"):
             span_of.setdefault(str(sp["query_id"]), []).append((str(sp["doc_id"]), int(sp["start"]), int(sp["end"])))
+    kid = _KeyIndex()
+    stages: set[str] = set()
     table_rows: list[QueryRow] = []
     details: dict[str, Any] = {}
-    keys: dict[str, int] = {}  # chunk key -> position in data["keys"]: each key is written once
-
-    def kid(chunk: str) -> int:
-        return keys.setdefault(str(chunk), len(keys))
-
-    stages: set[str] = set()
     for q, reason in kept.items():
-        rows = by_query[q]
-        any_row = next(iter(rows.values()))
-        relevant = [str(c) for c in any_row["relevant_chunks"]]
-        delivered = tuple(len(rows[n]["delivered_relevant"]) if n in rows else 0 for n in names)
-        status = tuple(
-            ""
-            if i == bi
-            else ("improved" if d > delivered[bi] else "degraded" if d < delivered[bi] else "unchanged")
-            for i, d in enumerate(delivered)
-        )
-        per_cfg: list[dict[str, Any] | None] = []
-        lost_per_cfg: list[tuple[str, ...]] = []
-        q_chunks: set[str] = set(relevant)
-        for n in names:
-            cfg_row = rows.get(n)
-            if cfg_row is None:
-                per_cfg.append(None)
-                lost_per_cfg.append(())
-                continue
-            row = cfg_row
-            blocks = []
-            for rank, key, doc, score, chars in zip(
-                row["returned_ranks"], row["returned_keys"], row["returned_doc_ids"], row["returned_scores"],
-                row["returned_chars"], strict=True,
-            ):  # fmt: skip
-                members: list[Any] = []
-                for c, k, b in zip(row["member_chunks"], row["member_keys"], row["member_block"], strict=True):
-                    if b == rank:
-                        q_chunks.add(str(c))
-                        # the row's own key only where it differs from the true chunk (legacy rows, copies)
-                        members.append(kid(c) if k == c else [kid(c), str(k)])
-                blocks.append([str(key), str(doc), round(float(score), 4), int(rank), int(chars), members])
-            lost: list[tuple[int, str, list[int]]] = []
-            for chunk, stage in zip(row["lost_chunks"], row["lost_stages"], strict=True):
-                took = _took(str(stage), str(chunk), row)
-                q_chunks.update(took)
-                lost.append((kid(chunk), str(stage), [kid(c) for c in took]))
-                stages.add(str(stage))
-            lost_per_cfg.append(tuple(sorted({s for _, s, _ in lost}, key=loss_order)))
-            per_cfg.append({"blocks": blocks, "lost": lost, "hits": int(row["n_hits"])})
-        details[q] = {
-            "text": str(any_row["query_text"]),
-            "rel": [kid(c) for c in relevant],
-            "hl": {kid(c): r for c, r in _highlights(q_chunks, span_of.get(q, []), text_rows).items()},
-            "cfg": per_cfg,
-        }
-        table_rows.append(
-            QueryRow(
-                qid=q,
-                text=str(any_row["query_text"]),
-                judged=bool(any_row["judged"]),
-                relevant=len(relevant),
-                delivered=delivered,
-                status=status,
-                lost=tuple(lost_per_cfg),
-                reasons=(reason,) if reason else (),
-            )
-        )
-    key_list = list(keys)
+        details[q], line = _query(q, reason, by_query[q], names, bi, kid, stages, span_of.get(q, []), text_rows)
+        table_rows.append(line)
+    key_list = list(kid.keys)
     data = {
         "configs": list(names),
         "baseline": bi,
@@ -257,3 +190,99 @@ def build_drilldown(
         stages=tuple(sorted(stages, key=lambda s: (loss_order(s), s))),
         data=data,
     )
+
+
+def _query_stats(
+    per_query: pd.DataFrame, names: Sequence[str], bi: int
+) -> tuple[list[str], dict[str, tuple[int, float, int]]]:
+    """Every query in query order, and what :func:`_select` keeps them by: the largest change in relevant
+    chunks delivered against the baseline (config ``bi``), the share delivered, the relevant chunks."""
+    delivered_of: dict[str, dict[str, int]] = {}
+    relevant_of: dict[str, int] = {}
+    index: dict[str, int] = {}
+    columns = [per_query[c].tolist() for c in ("query_id", "config", "query_index")]
+    lengths = [per_query[c].map(len).tolist() for c in ("delivered_relevant", "relevant_chunks")]
+    for q, config, position, got, rel in zip(*columns, *lengths, strict=True):
+        delivered_of.setdefault(q, {})[config] = got
+        relevant_of.setdefault(q, rel)
+        index[q] = int(position)
+    order = sorted(delivered_of, key=lambda q: (index[q], q))
+    stats: dict[str, tuple[int, float, int]] = {}
+    for q in order:
+        got = [delivered_of[q].get(n, 0) for n in names]
+        rel = relevant_of[q]
+        change = max((abs(d - got[bi]) for d in got), default=0)
+        share = sum(got) / (rel * len(names)) if rel else 1.0
+        stats[q] = (change, share, rel)
+    return order, stats
+
+
+def _query(
+    q: str,
+    reason: str,
+    rows: Mapping[str, Mapping[str, Any]],
+    names: Sequence[str],
+    bi: int,
+    kid: _KeyIndex,
+    stages: set[str],
+    spans: list[tuple[str, int, int]],
+    text_rows: Mapping[str, Any],
+) -> tuple[dict[str, Any], QueryRow]:
+    """One kept query: its details for the page's script and its line of the table (``stages`` gathers
+    the loss stages met, ``kid`` numbers the chunk keys)."""
+    any_row = next(iter(rows.values()))
+    relevant = [str(c) for c in any_row["relevant_chunks"]]
+    delivered = tuple(len(rows[n]["delivered_relevant"]) if n in rows else 0 for n in names)
+    status = tuple(
+        "" if i == bi else ("improved" if d > delivered[bi] else "degraded" if d < delivered[bi] else "unchanged")
+        for i, d in enumerate(delivered)
+    )
+    per_cfg: list[dict[str, Any] | None] = []
+    lost_per_cfg: list[tuple[str, ...]] = []
+    q_chunks: set[str] = set(relevant)
+    for n in names:
+        cfg_row = rows.get(n)
+        detail = _config_detail(cfg_row, kid, q_chunks, stages) if cfg_row is not None else None
+        per_cfg.append(detail)
+        lost_per_cfg.append(tuple(sorted({s for _, s, _ in detail["lost"]}, key=loss_order)) if detail else ())
+    details = {
+        "text": str(any_row["query_text"]),
+        "rel": [kid(c) for c in relevant],
+        "hl": {kid(c): r for c, r in _highlights(q_chunks, spans, text_rows).items()},
+        "cfg": per_cfg,
+    }
+    row = QueryRow(
+        qid=q,
+        text=str(any_row["query_text"]),
+        judged=bool(any_row["judged"]),
+        relevant=len(relevant),
+        delivered=delivered,
+        status=status,
+        lost=tuple(lost_per_cfg),
+        reasons=(reason,) if reason else (),
+    )
+    return details, row
+
+
+def _config_detail(row: Mapping[str, Any], kid: _KeyIndex, q_chunks: set[str], stages: set[str]) -> dict[str, Any]:
+    """What one config delivered for a query (its blocks and their members) and lost (each relevant chunk's
+    stage and what took its place); the chunks shown go to ``q_chunks``, the stages to ``stages``."""
+    blocks = []
+    for rank, key, doc, score, chars in zip(
+        row["returned_ranks"], row["returned_keys"], row["returned_doc_ids"], row["returned_scores"],
+        row["returned_chars"], strict=True,
+    ):  # fmt: skip
+        members: list[Any] = []
+        for c, k, b in zip(row["member_chunks"], row["member_keys"], row["member_block"], strict=True):
+            if b == rank:
+                q_chunks.add(str(c))
+                # the row's own key only where it differs from the true chunk (legacy rows, copies)
+                members.append(kid(c) if k == c else [kid(c), str(k)])
+        blocks.append([str(key), str(doc), round(float(score), 4), int(rank), int(chars), members])
+    lost: list[tuple[int, str, list[int]]] = []
+    for chunk, stage in zip(row["lost_chunks"], row["lost_stages"], strict=True):
+        took = _took(str(stage), str(chunk), row)
+        q_chunks.update(took)
+        lost.append((kid(chunk), str(stage), [kid(c) for c in took]))
+        stages.add(str(stage))
+    return {"blocks": blocks, "lost": lost, "hits": int(row["n_hits"])}

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rag_eval.metrics.measures import same_doc_pairs
+from rag_eval.metrics.measures import same_doc_pairs_of_row
 from rag_eval.reports import charts
 from rag_eval.reports.display import Measure, flatten_config, measure
 from rag_eval.reports.load import curve_chart
-from rag_eval.reports.rundata import TIME_COLUMNS, RunData
+from rag_eval.reports.rundata import TIME_COLUMNS, ReportData
 
 SWEEP_KEYS = {
     "rag.max-chunks-per-document": "max chunks per document (cap)",
@@ -40,7 +40,7 @@ def recall_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
     """(recall, low, high) of same-document multi-chunk recall over ``rows`` (one config)."""
     sums, counts = [], []
     for raw in rows.to_dict("records"):
-        pairs = same_doc_pairs({str(k): v for k, v in raw.items()}, None)
+        pairs = same_doc_pairs_of_row({str(k): v for k, v in raw.items()}, None)
         if pairs:
             sums.append(sum(p[3] for p in pairs))
             counts.append(len(pairs))
@@ -68,7 +68,7 @@ def recall_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
     return value, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def recall_chart(data: RunData) -> str | None:
+def recall_chart(data: ReportData) -> str | None:
     values, lows, highs = [], [], []
     for name in data.names:
         v, lo, hi = recall_interval(data.per_query[data.per_query["config"] == name])
@@ -107,7 +107,7 @@ def sweep_family(configs: Sequence[Mapping[str, Any]]) -> tuple[str, list[Mappin
     return key, ordered_configs
 
 
-def sweep_chart(data: RunData) -> str | None:
+def sweep_chart(data: ReportData) -> str | None:
     family = sweep_family(data.manifest.get("configs") or [])
     if family is None:
         return None
@@ -127,14 +127,14 @@ def sweep_chart(data: RunData) -> str | None:
     return charts.sweep(SWEEP_KEYS[key], xs, series, reference=reference, reference_name=data.baseline)
 
 
-def waterfall_chart(data: RunData) -> str | None:
+def waterfall_chart(data: ReportData) -> str | None:
     pq = data.per_query
     relevant = {n: int(pq.loc[pq["config"] == n, "relevant_chunks"].map(len).sum()) for n in data.names}
     losses = {n: dict(data.summary["configs"][n].get("stage_losses") or {}) for n in data.names}
     return charts.waterfall(data.names, relevant, losses)
 
 
-def delivered_check(data: RunData) -> list[str]:
+def delivered_check(data: ReportData) -> list[str]:
     """Configs whose relevant - losses != delivered (a sign the run's files disagree)."""
     pq = data.per_query
     bad = []
@@ -148,13 +148,13 @@ def delivered_check(data: RunData) -> list[str]:
     return bad
 
 
-def trend_chart(data: RunData) -> str | None:
+def trend_chart(data: ReportData) -> str | None:
     if data.history is None:
         return None
     time_column = next(c for c in TIME_COLUMNS if c in data.history.columns)
     names = ("same_doc_multi_chunk_recall", "duplicate_rate", "chunk:nDCG@5", "latency:postprocess:p95")
     measures = [(name, _axis_label(measure(name))) for name in names]
-    return charts.trend(data.history, time_column, measures)
+    return charts.history_chart(data.history, time_column, measures)
 
 
 def _axis_label(m: Measure) -> str:
@@ -162,7 +162,7 @@ def _axis_label(m: Measure) -> str:
     return f"{m.label} (µs)" if m.unit == "us" else m.label
 
 
-def all_charts(data: RunData) -> list[tuple[str, str]]:
+def all_charts(data: ReportData) -> list[tuple[str, str]]:
     """(title, svg) of every chart the run has data for, in reading order."""
     out = []
     for title, make in (

@@ -37,7 +37,7 @@ from rag_eval.reports import figures
 from rag_eval.reports.display import loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
 from rag_eval.reports.load import load_rows
-from rag_eval.reports.rundata import RunData, load_run
+from rag_eval.reports.rundata import ReportData, load_run
 from rag_eval.reports.tables import config_diff, metric_table, verdict
 from rag_eval.reports.templating import environment
 
@@ -91,7 +91,7 @@ def _max_queries(manifest: Mapping[str, Any]) -> int:
     return int(value) if isinstance(value, int) and value > 0 else DEFAULT_MAX_QUERIES
 
 
-def render_context(data: RunData, *, max_queries: int | None = None) -> dict[str, Any]:
+def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[str, Any]:
     """Everything the template shows, as plain values."""
     summary, manifest = data.summary, data.manifest
     limit = max_queries or _max_queries(manifest)

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ReportInputError, RunDirectoryError
-from rag_eval.harness.load_file import belongs_to, read_load
+from rag_eval.harness.load_file import belongs_to, read_load_file
 
 COMPARE_FILE = "compare.json"
 # what the report reads of every row: a 100,000-query run's rows do not fit in memory whole as pandas objects
@@ -48,7 +48,7 @@ TIME_COLUMNS = ("night", "date", "started", "timestamp", "time")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunData:
+class ReportData:
     """One run as the harness wrote it, plus the comparison and history the report shows."""
 
     dir: Path
@@ -153,7 +153,7 @@ def _read_parquet(
         raise ReportInputError(f"cannot read as Parquet: {exc}", path=str(path)) from exc
 
 
-def read_history(history: str | Path | pd.DataFrame) -> pd.DataFrame:
+def checked_history(history: str | Path | pd.DataFrame) -> pd.DataFrame:
     """A nightly history: one row per night and config; needs ``config`` and a time column."""
     name = "history" if isinstance(history, pd.DataFrame) else str(history)
     frame = history if isinstance(history, pd.DataFrame) else _read_parquet(Path(history))
@@ -177,7 +177,7 @@ def load_run(
     *,
     compare: str | Path | Mapping[str, Any] | None = None,
     history: str | Path | pd.DataFrame | None = None,
-) -> RunData:
+) -> ReportData:
     """Everything a report of ``run_dir`` shows. ``compare`` defaults to ``run_dir/compare.json``
     when that file exists and is not older than the run's rows (a run written again into the
     same directory makes an earlier comparison stale); a ``rag-eval compare --out`` directory without run files is read
@@ -210,10 +210,10 @@ def load_run(
     if (data_dir / "spans.parquet").is_file():
         spans = _read_parquet(data_dir / "spans.parquet")
     try:
-        load = read_load(data_dir)
+        load = read_load_file(data_dir)
     except RunDirectoryError as exc:
         raise ReportInputError(str(exc).split(": ", 1)[-1], path=str(data_dir / "load.json")) from exc
-    return RunData(
+    return ReportData(
         load=load if load is not None and belongs_to(load, manifest) else None,
         dir=data_dir,
         summary=summary,
@@ -223,5 +223,5 @@ def load_run(
         texts=texts,
         spans=spans,
         compare=cmp,
-        history=read_history(history) if history is not None else None,
+        history=checked_history(history) if history is not None else None,
     )

@@ -71,7 +71,7 @@ class Cell:
 
 
 @dataclass(slots=True, kw_only=True)
-class Row:
+class MetricRow:
     key: str
     label: str
     baseline: str
@@ -156,7 +156,7 @@ def verdict(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> li
     return out
 
 
-def metric_table(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> list[tuple[str, list[Row]]]:
+def metric_table(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> list[tuple[str, list[MetricRow]]]:
     """(group title, rows) in reading order: the mission's measures first, then chunk and
     document level, payload, latency, counts. Every measure the summary (or the comparison)
     holds is shown."""
@@ -166,13 +166,13 @@ def metric_table(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) 
     keys: set[str] = {k for f in flats.values() for k in f if not k.startswith("lost:")}
     for mm in maps:
         keys.update(mm)
-    groups: dict[Group, list[Row]] = {g: [] for g in GROUPS}
+    groups: dict[Group, list[MetricRow]] = {g: [] for g in GROUPS}
     for m in ordered(keys):
         base_cfg = comps[0]["baseline"] if comps else summary["baseline"]
         first = maps[0].get(m.name) if maps else None
         base_value = first.get("baseline") if first else flats.get(base_cfg, {}).get(m.name)
         label = str(first.get("label") or m.label) if first else m.label  # compare.json's, as it was compared
-        row = Row(key=m.name, label=label, baseline=fmt(m, base_value))
+        row = MetricRow(key=m.name, label=label, baseline=fmt(m, base_value))
         for comp, mm in zip(comps, maps, strict=True):
             row.cells.append(_cell(m, comp, mm.get(m.name), flats))
         groups[m.group].append(row)

@@ -25,7 +25,7 @@ from rag_eval.core.errors import DimensionMismatchError, UnsupportedFeatureError
 from rag_eval.core.ports import PortBase
 from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, hit_order
 
-Encoder = Callable[[str], Sequence[float]]
+TextEncoder = Callable[[str], Sequence[float]]  # one text at a time (the Milvus search encodes batches)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +53,7 @@ class InMemorySearch(PortBase):
         self,
         *,
         rows: Iterable[InMemoryRow] = (),
-        encoder: Encoder | None = None,
+        encoder: TextEncoder | None = None,
         script: Mapping[str, Sequence[KnowledgeSearchHit]] | None = None,
     ) -> None:
         self._rows = [(r, _normalise(r.vector)) for r in rows]
@@ -62,7 +62,7 @@ class InMemorySearch(PortBase):
         self.requests: list[KnowledgeSearchRequest] = []  # what was asked, for assertions
 
     @classmethod
-    def from_rows(cls, rows: Iterable[InMemoryRow], encoder: Encoder) -> InMemorySearch:
+    def from_rows(cls, rows: Iterable[InMemoryRow], encoder: TextEncoder) -> InMemorySearch:
         return cls(rows=rows, encoder=encoder)
 
     @classmethod

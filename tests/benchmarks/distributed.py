@@ -37,12 +37,13 @@ from rag_eval.harness.timing import TimingPlan
 from rag_eval.search.milvus import MilvusStore, is_server_uri
 from tests.benchmarks.memory import CONFIGS, EVIDENCE
 from tests.benchmarks.synthetic import write_dataset
+from tests.unit.frames import read_parts
 
 LATENCY = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us")
 
 
 def _rows(store: RunStore) -> pa.Table:
-    table = store.read_parts()
+    table = read_parts(store)
     return table.drop_columns(list(LATENCY)).sort_by([("query_index", "ascending"), ("config", "ascending")])
 
 
@@ -62,13 +63,13 @@ def _steps(exp: Experiment, prep: Prepared, ingested: IngestResult, work: Path, 
                           cluster=Cluster(workers=workers))  # fmt: skip
         out["replay"] = time.perf_counter() - started
         started = time.perf_counter()
-        run = jobs.summarise(exp, prep, replayed, clock)
+        run = jobs.summarise_run(exp, prep, replayed, clock)
         out["summarise"] = time.perf_counter() - started
         started = time.perf_counter()
         comparison = compare(run, None, experiment_gates(exp.gates, source=exp.source))
         out["compare"] = time.perf_counter() - started
         started = time.perf_counter()
-        jobs.write(exp, prep, replayed, run, comparison)
+        jobs.publish(exp, prep, replayed, run, comparison)
         out["write"] = time.perf_counter() - started
     return {k: round(v, 2) for k, v in out.items()}
 

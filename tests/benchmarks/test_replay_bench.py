@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from rag_eval import jobs
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.harness.ingest import ensure_collection
 from rag_eval.harness.replay import Replayer, batches, long_lived_frozen
 from rag_eval.harness.rows import Truth
+from rag_eval.harness.steps import prepare
 from rag_eval.harness.store import RunStore
 from rag_eval.harness.timing import LatencyMode, TimingPlan
 from rag_eval.search.milvus import OUTPUT_FIELDS, VECTOR_FIELD, MilvusSearch, MilvusStore, SearchTarget
@@ -48,8 +49,8 @@ def _setup(uri: str, tmp: Path, collection: str | None) -> Setup:
     exp = with_overrides(default, milvus_uri=uri, collection=collection)
     evidence = next(c for c in exp.configs if c.name == "evidence")
     exp = replace(exp, configs=(evidence,), baseline="evidence", cache_dir=tmp / "cache")
-    prep = jobs.prepare(exp)
-    ingested = jobs.ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver)
+    prep = prepare(exp)
+    ingested = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver)
     transformer = KnowledgeQueryTransformer()
     queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
     texts = [transformer.transform(t).normalized_query for _, t in queries]

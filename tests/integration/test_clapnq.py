@@ -76,10 +76,10 @@ def test_clapnq_gates_evidence_against_legacy(clapnq_run: tuple[Experiment, jobs
 def test_clapnq_run_compared_with_itself_passes(clapnq_run: tuple[Experiment, jobs.RunResult]) -> None:
     from rag_eval.compare.comparison import compare
     from rag_eval.compare.gates import experiment_gates
-    from rag_eval.compare.rundir import RunData
+    from rag_eval.compare.rundir import ComparedRun
 
     exp, result = clapnq_run
-    run = RunData.from_dir(result.out)
+    run = ComparedRun.from_dir(result.out)
     comparison = compare(run, run, experiment_gates(exp.gates, source=exp.source))
     assert comparison.exit_code == 0
     assert {g["outcome"] for _, g in comparison.gates} == {"pass"}
@@ -91,9 +91,10 @@ def test_clapnq_run_compared_with_itself_passes(clapnq_run: tuple[Experiment, jo
     ["same_doc_multi_chunk_recall drop <= 0.02", "chunk:nDCG@5 drop <= 0.02", "latency:postprocess:p95 growth <= 20%"],
 )
 def test_clapnq_aa_simulation_fires_in_at_most_alpha(clapnq_run: tuple[Experiment, jobs.RunResult], spec: str) -> None:
-    from rag_eval.compare.rundir import RunData
+    from rag_eval.compare.rundir import ComparedRun
     from tests.integration.test_compare_calibration import aa_fire_rate
 
     _, result = clapnq_run
     simulations = 200 if spec.startswith("latency") else 400  # percentiles cost more to resample
-    assert aa_fire_rate(RunData.from_dir(result.out), spec, "legacy-merge", "evidence", simulations=simulations) <= 0.05
+    run = ComparedRun.from_dir(result.out)
+    assert aa_fire_rate(run, spec, "legacy-merge", "evidence", simulations=simulations) <= 0.05

@@ -22,11 +22,11 @@ from junitparser import Failure, JUnitXml
 
 from rag_eval import jobs
 from rag_eval.cli import main
-from rag_eval.compare.catalog import catalog, find
+from rag_eval.compare.catalog import catalog, find_metric
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import RelativeCheck, gates_from_table, load_gates, parse_check
 from rag_eval.compare.history import read_history
-from rag_eval.compare.rundir import RunData
+from rag_eval.compare.rundir import ComparedRun
 from rag_eval.compare.stats import Settings, paired_compare
 from rag_eval.harness.experiment import load_experiment, with_overrides
 from tests.conftest import SHIPPED
@@ -126,7 +126,7 @@ def test_a_run_compared_with_itself_passes_every_gate(calibration: tuple[int, Pa
 
 def test_catalog_values_equal_the_summary(calibration: tuple[int, Path]) -> None:
     _, out = calibration
-    run = RunData.from_dir(out)
+    run = ComparedRun.from_dir(out)
     doc = compare(run, None, gates_from_table({"checks": []}, path="-", text="")).document
     summary = run.summary["configs"]
     checked = 0
@@ -152,8 +152,8 @@ def test_catalog_values_equal_the_summary(calibration: tuple[int, Path]) -> None
     assert checked >= 4 * 2 * 50
 
 
-def _units(run: RunData, metric_name: str, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-    metric = find(catalog(run.cutoffs), metric_name)
+def _units(run: ComparedRun, metric_name: str, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    metric = find_metric(catalog(run.cutoffs), metric_name)
     assert metric is not None
     frame, key = (run.pairs, ["query_id", "doc_id"]) if metric.unit == "pair" else (run.values, ["query_id"])
     left = frame[frame["config"] == a].set_index(key)[list(metric.columns)]
@@ -162,12 +162,12 @@ def _units(run: RunData, metric_name: str, a: str, b: str) -> tuple[np.ndarray, 
     return both["a"].to_numpy(dtype=float).ravel(), both["b"].to_numpy(dtype=float).ravel()
 
 
-def aa_fire_rate(run: RunData, spec: str, a: str, b: str, *, simulations: int = 200, seed: int = 0) -> float:
+def aa_fire_rate(run: ComparedRun, spec: str, a: str, b: str, *, simulations: int = 200, seed: int = 0) -> float:
     """Share of simulations with no true effect (each unit's two values swapped at random) in which
     the relative check fires."""
     check = parse_check(spec, path="(test)")
     assert isinstance(check, RelativeCheck)
-    metric = find(catalog(run.cutoffs), check.metric)
+    metric = find_metric(catalog(run.cutoffs), check.metric)
     assert metric is not None
     base, cand = _units(run, check.metric, a, b)
     assert len(base) > 100 and not np.array_equal(base, cand)  # real, different paired data
@@ -193,7 +193,7 @@ def aa_fire_rate(run: RunData, spec: str, a: str, b: str, *, simulations: int = 
 )
 def test_aa_simulation_fires_in_at_most_alpha(calibration: tuple[int, Path], spec: str) -> None:
     _, out = calibration
-    rate = aa_fire_rate(RunData.from_dir(out), spec, "legacy", "evidence")
+    rate = aa_fire_rate(ComparedRun.from_dir(out), spec, "legacy", "evidence")
     assert rate <= 0.05
 
 

@@ -24,8 +24,8 @@ from rag_eval import jobs
 from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
 from rag_eval.harness.replay import Replayer
 from rag_eval.harness.rows import LATENCY_COLUMNS
-from rag_eval.metrics.measures import per_query_frame
 from tests.conftest import ROOT, SHIPPED
+from tests.unit.frames import per_query_frame
 
 pytestmark = pytest.mark.milvus_lite
 pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -15,9 +15,9 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
-from rag_eval.metrics.measures import per_query_frame
 from tests.conftest import SHIPPED
 from tests.integration.test_harness_lite import check_against_pytrec_eval, read_trec_qrels, read_trec_run
+from tests.unit.frames import per_query_frame
 from tests.unit.measures_equivalence import assert_same_measures
 
 pytestmark = [pytest.mark.milvus_lite, pytest.mark.slow]

@@ -13,6 +13,7 @@ import pyarrow as pa
 from rag_eval.metrics import measures
 
 from . import rowwise_measures
+from .frames import per_query_frame
 
 NEW_KEYS = ("search_latency",)  # added since the row-by-row computation: the p95's confidence interval
 
@@ -55,5 +56,5 @@ def assert_same_measures(
     assert set(old_frame.columns) <= set(new_frame.columns)
     caps = {c["name"]: c["cap_aware"] for c in configs}
     checked = {c["name"]: c["cap"] for c in configs}
-    alone = measures.per_query_frame(table, cutoffs, caps, checked)
+    alone = per_query_frame(table, cutoffs, caps, checked)
     pd.testing.assert_frame_equal(alone, new_frame)

@@ -11,9 +11,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, Stage, TraceEntry, legacy_document_key
+from rag_eval.core.identity import RANK_PREFIX, VECTOR_PREFIX
+from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, Stage, TraceEntry
 from rag_eval.core.types import HitReason, RetrievedEvidenceCandidate
 from rag_eval.harness.content import content_sha
+
+
+def legacy_document_key(candidate: RetrievedEvidenceCandidate) -> str:
+    """Legacy identity: the document (``source``, else docId), else the row itself."""
+    hit = candidate.hit
+    if hit.source:
+        return hit.source
+    if hit.doc_id:
+        return hit.doc_id
+    if hit.vector_id:
+        return f"{VECTOR_PREFIX}{hit.vector_id}"
+    return f"{RANK_PREFIX}{candidate.original_rank}"
 
 
 def sort_candidates(candidates: Iterable[RetrievedEvidenceCandidate]) -> list[RetrievedEvidenceCandidate]:

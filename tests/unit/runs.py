@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from rag_eval.compare.rundir import RunData
+from rag_eval.compare.rundir import ComparedRun
 from rag_eval.files import write_json
 from rag_eval.harness.rows import SCHEMA, rows_to_table
 from rag_eval.harness.store import MARKER
@@ -62,7 +62,7 @@ def make_run(
     directory: Path | None = None,
     gates: Mapping[str, Any] | None = None,
     index: Mapping[str, Any] | None = None,
-) -> RunData:
+) -> ComparedRun:
     """A run in memory, or written to ``directory`` (then read back as ``rag-eval compare`` reads it)."""
     table = rows_to_table([dict(r) for r in rows])
     frame = table.to_pandas()
@@ -80,7 +80,8 @@ def make_run(
         "started": "2026-01-01T00:00:00+00:00",
     }  # fmt: skip
     if directory is None:
-        return RunData(dir=None, table=frame, summary=json.loads(json.dumps(summary, default=float)), manifest=manifest)
+        summary = json.loads(json.dumps(summary, default=float))
+        return ComparedRun(dir=None, table=frame, summary=summary, manifest=manifest)
     directory.mkdir(parents=True, exist_ok=True)
     import pyarrow.parquet as pq
 
@@ -88,7 +89,7 @@ def make_run(
     write_json(directory / "summary.json", summary)
     write_json(directory / "manifest.json", manifest)
     write_json(directory / MARKER, {"files": ["per_query.parquet", "summary.json", "manifest.json"]})
-    return RunData.from_dir(directory)
+    return ComparedRun.from_dir(directory)
 
 
 def pair_rows(n: int, cfg: str, *, lose: int = 0, offset: int = 0, **extra: Any) -> list[dict[str, Any]]:
@@ -102,5 +103,5 @@ def pair_rows(n: int, cfg: str, *, lose: int = 0, offset: int = 0, **extra: Any)
     return out
 
 
-def frame_of(run: RunData) -> pd.DataFrame:
+def frame_of(run: ComparedRun) -> pd.DataFrame:
     return run.table

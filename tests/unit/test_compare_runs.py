@@ -16,9 +16,11 @@ from rag_eval.cli import main
 from rag_eval.compare.comparison import SCHEMA_KEYS, compare
 from rag_eval.compare.gates import gates_from_table, load_gates
 from rag_eval.compare.history import accept, accepted_dir, append_history, read_history, trend
-from rag_eval.compare.rundir import RunData
+from rag_eval.compare.rundir import ComparedRun
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.files import json_safe
+from rag_eval.harness.publish import write_set
+from rag_eval.reports.artifacts import comparison_files
 from tests.unit.runs import config, make_run, pair_rows, row
 
 GATES = load_gates("nightly")
@@ -29,7 +31,7 @@ METRIC_KEYS = {
 GATE_KEYS = {"id", "spec", "metric", "severity", "outcome", "message", "value", "threshold", "mde"}
 
 
-def two_configs(tmp_path: Path | None = None, *, lose: int = 12, n: int = 60, **kw: Any) -> RunData:
+def two_configs(tmp_path: Path | None = None, *, lose: int = 12, n: int = 60, **kw: Any) -> ComparedRun:
     rows = pair_rows(n, "base") + pair_rows(n, "cand", lose=lose)
     return make_run(rows, [config("base"), config("cand")], baseline="base", directory=tmp_path, **kw)
 
@@ -143,7 +145,7 @@ def test_junit_loads_in_a_standard_parser(tmp_path: Path) -> None:
         {"checks": ["same_doc_multi_chunk_recall drop <= 0.02", "warn chunk:nDCG@5 drop <= 0.001",
                     "evidence_guard_1to1 == 1"]}, path="g.toml", text="",
     )  # fmt: skip
-    jobs.write_comparison(tmp_path, compare(run, None, gates))
+    write_set(tmp_path, comparison_files(compare(run, None, gates).document), what="the comparison")
     xml = JUnitXml.fromfile(str(tmp_path / "junit.xml"))
     suites = {s.name: s for s in xml}
     assert set(suites) == {"cand", "same"}
@@ -236,7 +238,7 @@ def test_accept_keeps_a_copy_and_replaces_the_previous_one(tmp_path: Path) -> No
     first = two_configs(tmp_path / "n1", lose=0)
     assert main(["accept", str(tmp_path / "n1"), "--accepted-dir", str(tmp_path / "acc")]) == 0
     target = accepted_dir(tmp_path / "acc", first.experiment)
-    assert RunData.from_dir(target).query_ids == first.query_ids
+    assert ComparedRun.from_dir(target).query_ids == first.query_ids
     info = json.loads((target / "accepted.json").read_text())
     assert info["source"] == str((tmp_path / "n1").resolve()) and info["dataset_checksum"] == "c0ffee"
     two_configs(tmp_path / "n2", lose=3)
@@ -245,4 +247,4 @@ def test_accept_keeps_a_copy_and_replaces_the_previous_one(tmp_path: Path) -> No
     assert not list((tmp_path / "acc").glob(".*"))  # no staging or old copy left behind
     for name in ("per_query.parquet", "summary.json", "manifest.json"):
         (tmp_path / "n2" / name).unlink()
-    assert math.isclose(RunData.from_dir(target).summary["configs"]["cand"]["same_doc_multi_chunk_recall"], 0.975)
+    assert math.isclose(ComparedRun.from_dir(target).summary["configs"]["cand"]["same_doc_multi_chunk_recall"], 0.975)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rag_eval.cli import main
-from rag_eval.compare.catalog import catalog, find
+from rag_eval.compare.catalog import catalog, find_metric
 from rag_eval.compare.gates import (
     AbsoluteCheck,
     RelativeCheck,
@@ -24,7 +24,7 @@ METRICS = catalog((1, 3, 5, 10))
 
 
 def metric(name: str):  # type: ignore[no-untyped-def]
-    m = find(METRICS, name)
+    m = find_metric(METRICS, name)
     assert m is not None
     return m
 

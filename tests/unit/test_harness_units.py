@@ -15,6 +15,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError
 from rag_eval.datasets.chunking import Chunk
 from rag_eval.datasets.labels import ChunkedCorpus
+from rag_eval.files import write_text
 from rag_eval.harness.experiment import PROFILES, ConfigSpec, IngestProfile, load_experiment
 from rag_eval.harness.ingest import IngestRow, plan_rows
 from rag_eval.harness.replay import Replayer
@@ -22,18 +23,16 @@ from rag_eval.harness.rows import LATENCY_COLUMNS, Truth, rows_to_table
 from rag_eval.harness.store import RunStore
 from rag_eval.metrics.measures import (
     chunk_ranking,
-    content_duplicate_breakdown,
     doc_ranking,
-    per_query_frame,
     query_values,
-    row_identity,
-    same_doc_pairs,
-    standard_measures,
+    same_doc_pairs_of_row,
     summarize,
     summary_frame,
 )
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from tests.conftest import ROOT, SHIPPED
+from tests.unit.frames import per_query_frame, read_parts
+from tests.unit.rowwise_measures import content_duplicate_breakdown, row_identity, standard_measures
 
 
 def write(tmp: Path, text: str) -> Path:
@@ -203,7 +202,7 @@ def _replay(tmp: Path, configs: list[ConfigSpec], relevance: dict[str, dict[str,
     store = RunStore(tmp / "run")
     store.begin({"fingerprint": "fp"}, resume=False)
     Replayer(port, configs, truth, warmup=1).run([("q1", "what")], store, batch_size=8)
-    return store.read_parts().to_pandas()
+    return read_parts(store).to_pandas()
 
 
 def test_stage_losses_name_the_stage_that_lost_each_relevant_chunk(tmp_path: Path) -> None:
@@ -285,9 +284,9 @@ def test_same_document_pairs_of_one_row() -> None:
         "relevant_chunks": ["d#chunk-0", "d#chunk-1", "d#chunk-2", "e#chunk-0", "f#chunk-0", "f#chunk-3"],
         "delivered_relevant": ["d#chunk-2", "e#chunk-0", "f#chunk-0", "f#chunk-3"],
     }
-    assert same_doc_pairs(row, None) == [("d", 3, 1, 1 / 3, 1 / 3), ("f", 2, 2, 1.0, 1.0)]
-    assert same_doc_pairs(row, 2) == [("d", 3, 1, 1 / 3, 1 / 2), ("f", 2, 2, 1.0, 1.0)]  # 1 of min(2, 3)
-    assert same_doc_pairs(row, 1) == [("d", 3, 1, 1 / 3, 1.0), ("f", 2, 2, 1.0, 1.0)]  # 2 of min(1, 2): clipped
+    assert same_doc_pairs_of_row(row, None) == [("d", 3, 1, 1 / 3, 1 / 3), ("f", 2, 2, 1.0, 1.0)]
+    assert same_doc_pairs_of_row(row, 2) == [("d", 3, 1, 1 / 3, 1 / 2), ("f", 2, 2, 1.0, 1.0)]  # 1 of min(2, 3)
+    assert same_doc_pairs_of_row(row, 1) == [("d", 3, 1, 1 / 3, 1.0), ("f", 2, 2, 1.0, 1.0)]  # 2 of min(1, 2): clipped
 
 
 def _dup_row() -> dict[str, object]:
@@ -410,7 +409,7 @@ def test_a_publish_removes_only_files_the_previous_run_published(tmp_path: Path)
     store = RunStore(run)
     with store.locked():
         store.stage()
-        store.write_trec_run("evidence.v2", {"q": ["a"]}, "t")
+        write_text(store.target / "runs" / "evidence.v2.trec", "q Q0 a 1 1 t\n")
         store.write_json("summary.json", {})
         assert not (run / "runs" / "evidence.v2.trec").exists()  # staged, not yet published
         assert store.publish() == ["runs/evidence.v2.trec", "summary.json"]

@@ -212,13 +212,13 @@ def test_bad_load_checks_name_the_check(spec: str, message: str) -> None:
 
 def test_an_accepted_baseline_keeps_its_load_measurement(tmp_path: Path) -> None:
     from rag_eval.compare.history import accept
-    from rag_eval.compare.rundir import RunData
+    from rag_eval.compare.rundir import ComparedRun
 
     base = [40.0, 41.0, 39.0, 40.0]
     run = run_with(tmp_path, doc(level("base", 4, base), level("cand", 4, base)))
     target = accept(tmp_path / "run", root=tmp_path / "accepted")
     assert (target / "load.json").is_file()
     slower = run_with(tmp_path, doc(level("base", 4, base), level("cand", 4, [b * 2 for b in base])), "later")
-    result = judge("fail load:e2e:p99@4 growth <= 20%", slower, against=RunData.from_dir(target))
+    result = judge("fail load:e2e:p99@4 growth <= 20%", slower, against=ComparedRun.from_dir(target))
     assert result.outcome == "fail" and "unpaired" in result.message
-    assert judge("fail load:e2e:p99@4 growth <= 20%", run, against=RunData.from_dir(target)).outcome == "pass"
+    assert judge("fail load:e2e:p99@4 growth <= 20%", run, against=ComparedRun.from_dir(target)).outcome == "pass"

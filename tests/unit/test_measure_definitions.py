@@ -13,7 +13,8 @@ import pytest
 
 from rag_eval.core.config import RagConfig
 from rag_eval.harness.rows import build_row, content_sha
-from rag_eval.metrics.measures import per_query_frame, summarize
+from rag_eval.metrics.measures import summarize
+from tests.unit.frames import per_query_frame
 
 from .rowkit import as_table, replay_record, replay_row, stored, truth_for
 

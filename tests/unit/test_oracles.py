@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from rag_eval.core.postprocess import EvidencePostProcessor
 from rag_eval.core.types import KnowledgeSearchHit, RetrievedEvidenceCandidate, to_candidates
-from rag_eval.metrics.measures import per_query_frame, standard_measures
 from tests.budget import examples
+from tests.unit.frames import per_query_frame
+from tests.unit.rowwise_measures import standard_measures
 
 SETTINGS = settings(max_examples=examples(300), deadline=None)
 

@@ -80,7 +80,7 @@ def test_seventy_two_timed_queries_bound_the_p95_from_above_by_the_largest() -> 
 
 
 def test_cap_checks_are_float_columns_nan_where_no_cap_is_checked() -> None:
-    from rag_eval.metrics.measures import per_query_frame
+    from tests.unit.frames import per_query_frame
 
     rows = [{**_row(), "config": "capped"}, {**_row(), "config": "free", "query_id": "q2"}]
     frame = per_query_frame(as_table(rows), CUTOFFS, {"capped": 2, "free": None}, {"capped": 1, "free": None})
@@ -92,7 +92,7 @@ def test_cap_checks_are_float_columns_nan_where_no_cap_is_checked() -> None:
 
 
 def test_a_judged_query_whose_qrels_are_all_grade_zero_scores_zero_not_nan() -> None:
-    from rag_eval.metrics.measures import per_query_frame
+    from tests.unit.frames import per_query_frame
 
     hits = [(stored(1, "d#chunk-0"), 0.9), (stored(2, "e#chunk-0"), 0.8)]
     row = replay_row(RagConfig(), hits, {"d#chunk-0": 0})  # judged: a grade, but 0, so nothing relevant
@@ -103,7 +103,8 @@ def test_a_judged_query_whose_qrels_are_all_grade_zero_scores_zero_not_nan() -> 
 
 
 def test_measure_columns_are_float_and_a_lone_chunk_is_one_chunk_of_its_document() -> None:
-    from rag_eval.metrics.measures import per_query_frame, query_values
+    from rag_eval.metrics.measures import query_values
+    from tests.unit.frames import per_query_frame
 
     lone = replay_row(RagConfig(), [(stored(1, "d#chunk-0"), 0.9)], {"d#chunk-0": 1}, query_id="q1")
     unjudged = replay_row(RagConfig(), [(stored(2, "e#chunk-0"), 0.9)], {}, query_id="q2")

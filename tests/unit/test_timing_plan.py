@@ -23,6 +23,7 @@ from rag_eval.harness.timing import LatencyMode, TimingPlan, label_search_timing
 from rag_eval.metrics.measures import latency_stats, quantile_ci
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from tests.conftest import SHIPPED
+from tests.unit.frames import read_parts
 
 
 def test_the_plan_times_all_a_seeded_sample_or_none() -> None:
@@ -112,7 +113,7 @@ def test_untimed_queries_have_no_search_e2e_or_qps_but_keep_their_post_process_t
     queries = [(f"q{i}", f"question {i}") for i in range(12)]
     replayer = Replayer(port, configs, truth, warmup=1, timing=TimingPlan(sample_size=4, seed=1))
     replayer.run(queries, store, batch_size=5)
-    table = store.read_parts().to_pandas()
+    table = read_parts(store).to_pandas()
     timed = sorted(TimingPlan(sample_size=4, seed=1).timed(12))
     for name in ("a", "b", "c"):
         rows = table[table["config"] == name].set_index("query_index")
@@ -138,7 +139,7 @@ def test_latency_off_times_nothing(tmp_path: Path) -> None:
     store.begin({"experiment": "t"}, resume=False)
     replayer = Replayer(port, configs, truth, timing=TimingPlan(mode=LatencyMode.OFF))
     replayer.run([("q1", "x"), ("q2", "y")], store, batch_size=8)
-    table = store.read_parts().to_pandas()
+    table = read_parts(store).to_pandas()
     assert table["search_us"].isna().all() and replayer.timing_seconds == 0
     stats = latency_stats(table["search_us"])
     assert all(math.isnan(v) for v in stats.values())
@@ -177,6 +178,6 @@ def test_post_processing_takes_each_query_under_every_config_in_turn(
     store.begin({"experiment": "t"}, resume=False)
     Replayer(port, configs, truth, warmup=0).run([("q1", "one"), ("q2", "two")], store, batch_size=8)
     assert calls == [("one", 2), ("one", 1), ("two", 2), ("two", 1)]
-    rows = store.read_parts().to_pandas()
+    rows = read_parts(store).to_pandas()
     pairs = list(zip(rows["config"], rows["query_id"], strict=True))
     assert pairs == [("a", "q1"), ("a", "q2"), ("b", "q1"), ("b", "q2")]  # rows still by config, then query

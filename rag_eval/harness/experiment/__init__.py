@@ -60,7 +60,7 @@ from rag_eval.harness.experiment.model import (
     IngestProfile,
 )
 from rag_eval.harness.experiment.overrides import default_experiment, parse_config_flag, with_overrides
-from rag_eval.harness.experiment.reader import experiment_from_table, load_experiment
+from rag_eval.harness.experiment.reader import experiment_from_table, load_experiment, read_settings
 
 __all__ = [
     "DEFAULT_CACHE_DIR",
@@ -78,5 +78,6 @@ __all__ = [
     "experiment_from_table",
     "load_experiment",
     "parse_config_flag",
+    "read_settings",
     "with_overrides",
 ]

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
 from rag_eval.datasets.beir import split_name_problem
 from rag_eval.datasets.chunking import parse_chunker
@@ -40,7 +41,7 @@ CUTOFF_RULE = (
 # - a split's qrels in the run, qrels/<split>.chunks.trec and qrels/<split>.docs.trec, through a temporary
 #   beside them too (RunStore.write_trec_qrels, rag_eval.files.replaced);
 # - an experiment's run directory is reports/runs/<experiment>-<UTC time> (reports/load/... for a load
-#   measurement; rag_eval.cli), its accepted baseline reports/accepted/<experiment>, staged as
+#   measurement; rag_eval.harness.folders), its accepted baseline reports/accepted/<experiment>, staged as
 #   .<experiment>.XXXXXXXX and moved aside as .<experiment>.old (rag_eval.compare.history.accept).
 LONGEST_FILE_NAME: Mapping[str, tuple[str, str]] = {
     "config": (".{}.docs.trec.XXXXXXXX.tmp", "runs/<name>.docs.trec (written as .<name>.docs.trec.XXXXXXXX.tmp)"),
@@ -95,7 +96,7 @@ class Keys:
         return f"{key}.{sub}" if sub else key
 
 
-Check = Callable[[Experiment, Keys], Iterable[ConfigProblem]]
+ExperimentCheck = Callable[[Experiment, Keys], Iterable[ConfigProblem]]
 
 
 def check_experiment(exp: Experiment, keys: Keys | None = None) -> list[ConfigProblem]:
@@ -230,14 +231,19 @@ def _configs(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     yield from _width_problems(exp.configs)
 
 
+def retrieve_k_problem(config: RagConfig) -> str | None:
+    """Why Milvus cannot be asked for ``config``'s retrieve-k hits in one search, or None.
+
+    >>> retrieve_k_problem(RagConfig.from_mapping({"rag.retrieve-k": 20_000, "rag.return-n": 5}))
+    "retrieve-k 20,000 is over Milvus's limit of 16,384 hits"
+    """
+    if config.retrieve_k > MAX_TOPK:
+        return f"retrieve-k {config.retrieve_k:,} is over Milvus's limit of {MAX_TOPK:,} hits"
+    return None
+
+
 def _width_problems(configs: Sequence[ConfigSpec]) -> list[ConfigProblem]:
-    return [
-        ConfigProblem(
-            f"configs.{c.name}", f"retrieve-k {c.config.retrieve_k:,} is over Milvus's limit of {MAX_TOPK:,} hits"
-        )
-        for c in configs
-        if c.config.retrieve_k > MAX_TOPK
-    ]
+    return [ConfigProblem(f"configs.{c.name}", why) for c in configs if (why := retrieve_k_problem(c.config))]
 
 
 def _cap_problems(configs: Sequence[ConfigSpec], production_cap: int | None) -> list[ConfigProblem]:
@@ -328,7 +334,7 @@ def _existing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
             yield ConfigProblem(key, "a collection built elsewhere has no BM25 field of rag_eval's: use 'dense'")
 
 
-_CHECKS: tuple[Check, ...] = (
+_CHECKS: tuple[ExperimentCheck, ...] = (
     _experiment,
     _paths,
     _dataset,

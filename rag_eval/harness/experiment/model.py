@@ -26,6 +26,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import PostProcessor
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
+from rag_eval.datasets.locate import DEFAULT_FUZZY_THRESHOLD  # the partial-ratio score (0-100) a fuzzy location needs
 from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.load_settings import LoadSettings
 from rag_eval.harness.timing import TimingPlan
@@ -96,7 +97,6 @@ class ConfigSpec:
 
 
 DEFAULT_MAX_UNRESOLVED = 0.05  # share of a collection's fetched rows that may stay unlocated
-DEFAULT_FUZZY_THRESHOLD = 90.0  # rapidfuzz partial-ratio score a fuzzy location needs (0-100)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

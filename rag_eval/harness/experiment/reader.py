@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written
-from rag_eval.harness.experiment.checks import check_experiment, path_problem, raise_problems
+from rag_eval.harness.experiment.checks import check_experiment, path_problem, raise_problems, retrieve_k_problem
 from rag_eval.harness.experiment.configs_table import read_configs
 from rag_eval.harness.experiment.model import Experiment
 from rag_eval.harness.experiment.section import TableReader
@@ -75,3 +76,44 @@ def _section(table: Mapping[str, Any], name: str, base: Path, problems: list[Con
     if value is not None:
         problems.append(ConfigProblem(name, SHAPES.get(name, "expected a table")))
     return TableReader({}, name, problems, base=base, present=False)
+
+
+def read_settings(path: Path) -> Experiment | RagConfig:
+    """What ``rag-eval config FILE`` shows: the experiment of an experiment file (a TOML file with
+    ``[experiment]``, ``[dataset]`` or ``[[configs]]``), else the RagConfig of a ``.properties`` file or of a
+    TOML file's ``[rag]`` table, refused as a run would refuse it (a retrieve-k past Milvus's limit)."""
+    if path.suffix == ".toml":
+        text = _read_text(path)
+        if is_experiment_text(text):
+            return load_experiment(path)
+        config = RagConfig.from_toml_text(text, source=str(path))
+    else:
+        config = RagConfig.from_properties_file(path)
+        text = _read_text(path, strict=False)
+    if why := retrieve_k_problem(config):
+        key = "rag.retrieve-k" if "rag.retrieve-k" in text else "rag.top-k"
+        raise ConfigError([ConfigProblem(key, why)], path=str(path))
+    return config
+
+
+def is_experiment_text(text: str) -> bool:
+    r"""A TOML text with experiment tables (``[experiment]``, ``[dataset]`` or ``[[configs]]``).
+
+    >>> is_experiment_text("[dataset]\npath = 'kb'"), is_experiment_text("[rag]\ntop-k = 5"), is_experiment_text("[")
+    (True, False, False)
+    """
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    return bool({"experiment", "dataset", "configs"} & set(table))
+
+
+def _read_text(path: Path, *, strict: bool = True) -> str:
+    """The file's text; ``strict=False``: undecodable bytes replaced, an unreadable file read as empty."""
+    try:
+        return path.read_text(encoding="utf-8", errors="strict" if strict else "replace")
+    except OSError as exc:
+        if not strict:
+            return ""
+        raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(path)) from exc

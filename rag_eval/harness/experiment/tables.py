@@ -20,12 +20,12 @@ from typing import Any
 
 from rag_eval.core.errors import quoted
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
+from rag_eval.datasets.locate import DEFAULT_FUZZY_THRESHOLD
 from rag_eval.embed.embedders import DEFAULT_MODEL
 from rag_eval.harness.experiment.checks import CUTOFF_RULE, path_problem
 from rag_eval.harness.experiment.model import (
     DEFAULT_CACHE_DIR,
     DEFAULT_CUTOFFS,
-    DEFAULT_FUZZY_THRESHOLD,
     DEFAULT_MAX_UNRESOLVED,
     DEFAULT_PROFILE,
     PROFILES,

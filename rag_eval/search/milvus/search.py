@@ -63,7 +63,7 @@ from rag_eval.search.milvus.schema import (
     milvus_string_literal,
 )
 
-Encoder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+BatchEncoder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 _GroupKey = tuple[SearchMode, int, str | None, int]
 
 
@@ -95,7 +95,7 @@ class MilvusSearch(PortBase):
     def __init__(
         self,
         target: SearchTarget,
-        encoder: Encoder,
+        encoder: BatchEncoder,
         *,
         retries: int = 3,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,

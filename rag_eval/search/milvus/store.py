@@ -100,7 +100,6 @@ class MilvusStore(PortBase):
         return BackendInfo(kind=conn.kind, server_version=str(version), pymilvus_version=pymilvus().__version__)
 
     def exists(self) -> bool:
-        """Whether the collection exists."""
         conn = self._conn
         return bool(conn.call("has collection", conn.client.has_collection, self.collection, budget=conn.timeout))
 

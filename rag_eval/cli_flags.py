@@ -1,0 +1,163 @@
+"""The flags of every ``rag-eval`` command: :data:`COMMANDS` names each command, its help line and what
+adds its flags to its parser; :mod:`rag_eval.cli` builds the parser from it and maps each command to its
+function. Flags only: nothing here reads a file or imports more than the default folders.
+
+>>> [name for name, _, _ in COMMANDS]
+['config', 'ingest', 'run', 'compare', 'accept', 'history', 'nightly', 'load', 'embed']
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from rag_eval.harness import folders
+
+AddFlags = Callable[[argparse.ArgumentParser], None]
+
+
+def experiment_flags(p: argparse.ArgumentParser) -> None:
+    """The experiment file and the flags that override its main settings."""
+    p.add_argument("experiment", nargs="?", help="experiment TOML file (optional with --dataset)")
+    p.add_argument("--dataset", help="BEIR data set directory (overrides the experiment's)")
+    p.add_argument("--split", help="qrels split (default: the experiment's, else test)")
+    p.add_argument(
+        "--milvus-uri",
+        help="a local path (embedded Milvus Lite) or http(s)://host:port (a server); default: the experiment's, "
+        "else reports/milvus/<data set>.db",
+    )
+    p.add_argument("--collection", help="collection name (default: derived from the data set and its manifest)")
+    p.add_argument(
+        "--chunker",
+        help="chunker spec, e.g. sentences:size=3,overlap=0 or chars:size=800,overlap=100; default: the "
+        "experiment's, else sentences:size=3,overlap=0",
+    )
+    p.add_argument(
+        "--profile", help="ingest profile: clean or production (default: the experiment's, else production)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+def gate_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gates", help="gates file, or a shipped one: default, nightly (default: the experiment's)")
+    p.add_argument(
+        "--intersection", action="store_true", help="pair runs over different data or queries on what they share"
+    )
+
+
+def _accepted_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--accepted-dir", default=str(folders.ACCEPTED), help="where accepted baselines are kept")
+
+
+def _history_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", default=str(folders.HISTORY), help="the history file")
+
+
+def config_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a production .properties file, or a TOML file with a [rag] table")
+
+
+def ingest_flags(p: argparse.ArgumentParser) -> None:
+    experiment_flags(p)
+    p.add_argument("--force", action="store_true", help="rebuild the collection even when its manifest matches")
+
+
+def run_flags(p: argparse.ArgumentParser) -> None:
+    experiment_flags(p)
+    p.add_argument("--out", help=f"run directory (default: a new {folders.RUNS}/{folders.STAMPED_NAME})")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument(
+        "--config",
+        action="append",
+        metavar="NAME=FILE[:MODE]",
+        help="a config from a .properties file (repeatable; replaces the experiment's configs)",
+    )
+    p.add_argument("--baseline", help="name of the baseline config (default: the experiment's, else the first)")
+    p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
+    p.add_argument(
+        "--latency",
+        metavar="all|sample[:N]|off",
+        help="which queries get their search timed, serially (default: the experiment's [timing], "
+        "else a sample of 1,000 with seed 0; every query when there are fewer)",
+    )
+    gate_flags(p)
+    p.add_argument("--against", help="compare with this earlier run directory instead of within the run")
+
+
+def compare_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="a run directory (per_query.parquet, summary.json, manifest.json)")
+    p.add_argument("--against", help="another run directory: every config against the same-named config there")
+    gate_flags(p)
+    p.add_argument("--out", help="where compare.json, junit.xml and summary.md go (default: RUN_DIR)")
+
+
+def accept_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="a run directory")
+    _accepted_flag(p)
+
+
+def history_flags(p: argparse.ArgumentParser) -> None:
+    _history_flag(p)
+    p.add_argument("--metric", action="append", help="a metric column (repeatable; default: a few key ones)")
+    p.add_argument("--last", type=int, help="the last N rows of each config")
+    p.add_argument("--config", dest="config_name", help="one config only")
+    p.add_argument("--experiment", dest="experiment_name", help="one experiment only")
+
+
+def nightly_flags(p: argparse.ArgumentParser) -> None:
+    experiment_flags(p)
+    p.add_argument("--gates", help="gates file or shipped name (default: the experiment's, else default)")
+    p.add_argument("--root", default=str(folders.NIGHTS), help="nights are written to ROOT/<UTC date>/")
+    _accepted_flag(p)
+    _history_flag(p)
+
+
+def load_flags(p: argparse.ArgumentParser) -> None:
+    experiment_flags(p)
+    p.add_argument(
+        "--concurrency", metavar="N[,N...]",
+        help="client processes per level, each with its own Milvus client (default: the experiment's [load], "
+        "else 1,2,4,8; at most 64)",
+    )  # fmt: skip
+    p.add_argument("--duration", type=float, metavar="SECONDS",
+                   help="seconds per config and level (default: [load], else 10; at most 600)")  # fmt: skip
+    p.add_argument("--max-searches", type=int, metavar="N", help="at most N lookups per config and level")
+    p.add_argument(
+        "--rounds", type=int, metavar="R",
+        help="windows per config and level, configs alternating (default: [load], else 5; 2..20)",
+    )  # fmt: skip
+    p.add_argument("--warmup", type=int, metavar="N", help="unrecorded lookups per process and config (default 5)")
+    p.add_argument("--configs", metavar="NAME[,NAME...]", help="the configs to load (default: all)")
+    p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
+    p.add_argument(
+        "--out",
+        help="where load.json goes: a finished run directory (its report then shows the curve and its gates can "
+        f"hold it) or a new directory (default: a new {folders.LOAD}/{folders.STAMPED_NAME})",
+    )
+
+
+def embed_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="BEIR data set directory; vectors go to DATASET/vectors/")
+    p.add_argument("--chunker", help="chunker spec (default: the project default)")
+    p.add_argument("--split", help="qrels split (default test)")
+    p.add_argument("--model", help="sentence-transformers model (default all-MiniLM-L6-v2)")
+    p.add_argument("--cache-dir", default="reports/cache/embeddings", help="embedding cache directory")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
+    ("config", "validate a RagConfig (.properties or .toml) and print the effective settings", config_flags),
+    ("ingest", "chunk, embed and write a data set into Milvus (reused when unchanged)", ingest_flags),
+    ("run", "replay the labelled queries under every config and write the run directory", run_flags),
+    ("compare", "compare run directories and apply the gates (reads run directories only)", compare_flags),
+    ("accept", "make a run the accepted baseline of its experiment (later nights pair with it)", accept_flags),
+    ("history", "print the trend of the nightly history", history_flags),
+    ("nightly", "run, compare with the accepted baseline, gate, and append to the history", nightly_flags),
+    (
+        "load",
+        "latency under concurrent load on a Milvus server: QPS and p50/p95/p99 per client count and config",
+        load_flags,
+    ),
+    ("embed", "write a data set's precomputed vectors (needs the embed extra)", embed_flags),
+)
+CLUSTER_COMMANDS = ("run", "nightly")  # their query batches can be replayed on Dask workers

@@ -1,0 +1,27 @@
+"""The jobs behind the CLI, each a short sequence of steps that live in the layers below.
+
+::
+
+    run      prepare -> ingest -> replay -> summarise -> compare -> publish   (run.py)
+    compare  read the run directories -> compare -> publish the comparison   (compare.py)
+    nightly  run against the accepted baseline -> accept a first night -> history   (night.py)
+    load     prepare -> ingest -> measure under load -> publish load.json   (under_load.py)
+    ingest   prepare -> ingest;  embed: the data set's precomputed vectors   (embed.py)
+
+``rag_eval.cli`` parses the flags, calls a job and maps its outcome to an exit code; the reports'
+console module prints what the job returns.
+"""
+
+from __future__ import annotations
+
+from rag_eval.harness.run_summary import config_rows
+from rag_eval.jobs.compare import compare_runs
+from rag_eval.jobs.embed import embed_dataset, ingest
+from rag_eval.jobs.night import NightResult, nightly
+from rag_eval.jobs.run import RunResult, publish, run_experiment, summarise_run
+from rag_eval.jobs.under_load import load
+
+__all__ = [
+    "NightResult", "RunResult", "compare_runs", "config_rows", "embed_dataset", "ingest", "load", "nightly",
+    "publish", "run_experiment", "summarise_run",
+]  # fmt: skip

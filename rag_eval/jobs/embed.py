@@ -1,0 +1,40 @@
+"""``rag-eval ingest`` (prepare -> ingest) and ``rag-eval embed`` (the data set's precomputed vectors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rag_eval.embed.embedders import EmbedderSpec
+from rag_eval.harness.experiment import Experiment
+from rag_eval.harness.ingest import IngestResult, ensure_collection
+from rag_eval.harness.steps import Progress, prepare
+from rag_eval.harness.vectors import write_vectors
+
+
+def ingest(exp: Experiment, *, force: bool = False, progress: Progress | None = None) -> IngestResult:
+    """Chunk, embed and write the data set into its collection (reused when its manifest matches,
+    unless ``force``)."""
+    prog = progress or Progress(quiet=True)
+    prep = prepare(exp)
+    return ensure_collection(
+        exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=prog.factory, force=force
+    )
+
+
+def embed_dataset(
+    dataset_path: str | Path,
+    *,
+    chunker: str,
+    split: str,
+    model: str,
+    normalize: bool,
+    cache_dir: Path,
+    progress: Progress | None = None,
+) -> tuple[Path, Path, int, list[Path]]:
+    """Write the data set's precomputed vectors (chunks of ``chunker``, and the queries); a file whose
+    content would not change is left as it is. Returns both paths, the texts embedded, the files written."""
+    vectors = write_vectors(
+        Path(dataset_path), chunker=chunker, split=split, spec=EmbedderSpec(model=model, normalize=normalize),
+        cache_dir=cache_dir, progress=progress or Progress(quiet=True),
+    )  # fmt: skip
+    return vectors.chunks, vectors.queries, vectors.embedded, list(vectors.written)

@@ -1,0 +1,130 @@
+"""``rag-eval run``: prepare -> ingest -> replay -> summarise -> compare -> publish.
+
+Each step is a function of the layers below with explicit inputs and outputs; :func:`run_experiment`
+only sequences them, holding the run directory's lock from the first step to the last published file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from rag_eval.compare.comparison import Comparison, compare
+from rag_eval.compare.gates import GateSet, run_gates
+from rag_eval.compare.rundir import ComparedRun, check_pairable
+from rag_eval.files import json_safe
+from rag_eval.harness import provenance
+from rag_eval.harness.execution import Cluster
+from rag_eval.harness.experiment import Experiment
+from rag_eval.harness.load import refuse_lite, run_load
+from rag_eval.harness.publish import RANKING_COLUMNS, publish_run
+from rag_eval.harness.replay_step import Replayed, replay
+from rag_eval.harness.run_summary import config_rows, data_identity, run_manifest, run_summary
+from rag_eval.harness.steps import Prepared, Progress, ingest_collection, prepare
+from rag_eval.harness.store import RunStore
+from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
+from rag_eval.reports.artifacts import REPORT_MD, html_report, run_files, trec_rankings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """Where the run went, its summary, its comparison and the gates' exit code."""
+
+    out: Path
+    summary: dict[str, Any]
+    report: Path
+    resumed_batches: int
+    comparison: Comparison | None = None
+    exit_code: int = 0  # the gates' (0 pass or warn, 1 a fail gate fired, 2 a fail gate not evaluable)
+
+
+def run_experiment(
+    exp: Experiment,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+    gates: GateSet | None = None,
+    against: str | Path | None = None,
+    against_self: bool = False,
+    intersection: bool = False,
+    notes: Sequence[str] = (),
+    cluster: Cluster | None = None,
+) -> RunResult:
+    """Replay ``exp`` into ``out`` and gate it: prepare, ingest, replay, summarise, compare, publish.
+
+    Compared within the run (every config against the baseline) unless ``against`` names an earlier
+    run directory (``against_self``: the run against itself, as a first night does). The gates are
+    ``gates``, else the experiment's, else the shipped default; they are checked before anything runs.
+    ``cluster``: replay the query batches on Dask workers (the rows are the same as a serial run's).
+    """
+    prog = progress or Progress(quiet=True)
+    clock = provenance.Clock.start()
+    gate_set = run_gates(gates, exp)
+    earlier = _earlier_run(exp, against)
+    store = _run_store(out, resume=resume)
+    with store.locked():  # held until the last file is published; a second run into `out` is refused
+        prep = prepare(exp)
+        if earlier is not None and not intersection:
+            check_pairable(data_identity(exp, prep), earlier)
+        collection = ingest_collection(exp, prep, prog)
+        replayed = replay(exp, prep, collection, store, resume=resume, progress=prog, cluster=cluster)
+        replayed = replace(replayed, load=run_load(exp, prep, collection, clock, prog))
+        run = summarise_run(exp, prep, replayed, clock)
+        comparison = compare(run, run if against_self else earlier, gate_set, intersection=intersection, notes=notes)
+        publish(exp, prep, replayed, run, comparison)
+    return RunResult(
+        out=store.dir,
+        summary=dict(run.summary),
+        report=store.dir / REPORT_MD,
+        resumed_batches=replayed.resumed_batches,
+        comparison=comparison,
+        exit_code=comparison.exit_code,
+    )
+
+
+def _earlier_run(exp: Experiment, against: str | Path | None) -> ComparedRun | None:
+    """The run ``against`` names, read before anything runs (and a load measurement refused on Lite)."""
+    if exp.load is not None:
+        refuse_lite(exp.target)  # before anything is written
+    return ComparedRun.from_dir(against) if against is not None else None
+
+
+def _run_store(out: str | Path, *, resume: bool) -> RunStore:
+    """The run directory, refused before anything runs when it is a file or there is nothing to resume."""
+    store = RunStore(out)
+    store.check_target()
+    if resume:
+        store.check_resumable()
+    return store
+
+
+def summarise_run(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> ComparedRun:
+    """Metrics per config and the manifest, from the parts one batch at a time: the run as a comparison
+    reads it (which reads the parts again, for the per-query values it pairs on)."""
+    configs = config_rows(exp)
+    measured, _ = summarize(replayed.store.iter_parts(SUMMARY_COLUMNS), configs=configs, cutoffs=exp.cutoffs)
+    pa.default_memory_pool().release_unused()  # the parts' decoded buffers: the process keeps them otherwise
+    manifest = run_manifest(exp, prep, replayed, configs=configs, clock=clock)
+    summary = run_summary(exp, prep, replayed, manifest=manifest, measured=measured)
+    load = replayed.load.document if replayed.load is not None else None
+    return ComparedRun.in_store(replayed.store, summary=summary, manifest=json_safe(manifest), load_doc=load)
+
+
+def publish(exp: Experiment, prep: Prepared, replayed: Replayed, run: ComparedRun, comparison: Comparison) -> None:
+    """Every artifact of the run, staged, then published as a set (the completion marker last). A failure
+    while staging leaves the previous run's files as they were."""
+    store = replayed.store
+    publish_run(
+        store,
+        prep,
+        names=[c.name for c in exp.configs],
+        provenance=run.summary["provenance"],
+        rankings=trec_rankings(store.iter_parts(RANKING_COLUMNS)),
+        artifacts=run_files(run.summary, run.manifest, comparison.document, replayed.load),
+        render=html_report(store.dir),
+    )

@@ -1,0 +1,34 @@
+"""``rag-eval load``: prepare -> ingest -> measure the lookups under load -> publish ``load.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rag_eval.harness.experiment import Experiment
+from rag_eval.harness.load import LoadResult, measure_load, refuse_lite
+from rag_eval.harness.load_file import run_in
+from rag_eval.harness.load_settings import LoadSettings
+from rag_eval.harness.publish import write_set
+from rag_eval.harness.steps import Progress, ingest_collection, prepare
+from rag_eval.harness.store import RunStore
+from rag_eval.reports.artifacts import load_files
+from rag_eval.reports.html import render_html
+
+
+def load(exp: Experiment, out: str | Path, *, settings: LoadSettings, progress: Progress | None = None) -> LoadResult:
+    """Measure, then write ``load.json`` (and the per-lookup table, ``load.md``) into ``out``. When ``out``
+    is a finished run directory, the measurement belongs to that run: its HTML report is rendered again
+    with the curve, and ``rag-eval compare`` applies the load gates."""
+    prog = progress or Progress(quiet=True)
+    refuse_lite(exp.target)
+    store = RunStore(out)
+    store.check_target()
+    with store.locked():
+        run = run_in(store.dir)
+        prep = prepare(exp)
+        collection = ingest_collection(exp, prep, prog)
+        result = measure_load(exp, prep, collection, settings, run=run, progress=prog)
+        write_set(store.dir, load_files(result), what="the load measurement", together=True)
+        if run is not None:
+            render_html(store.dir)
+    return result

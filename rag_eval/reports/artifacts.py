@@ -1,0 +1,82 @@
+"""The files the reports make of a run, a comparison and a load measurement, rendered and named, for
+the run store to publish (:mod:`rag_eval.harness.publish` writes what it is handed, in this order).
+
+>>> doc = {"run": {"dir": "r", "experiment": "e"}, "against": None, "exit_code": 0, "queries_compared": 3,
+...        "left_out": {"only_in_run": [], "only_in_against": []}, "alpha": 0.05, "resamples": 99, "seed": 1,
+...        "gates_file": "g.toml", "notes": [], "test": "t", "comparisons": []}
+>>> [a.name for a in comparison_files(doc)]
+['compare.json', 'junit.xml', 'summary.md']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from rag_eval.files import json_safe
+from rag_eval.harness.load import LoadResult
+from rag_eval.harness.load_file import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
+from rag_eval.harness.publish import Artifact, JsonFile, ParquetFile, Ranking, Render, TextFile
+from rag_eval.metrics.measures import chunk_ranking, doc_ranking
+from rag_eval.reports.html import render_html
+from rag_eval.reports.junit import render_junit
+from rag_eval.reports.load import render_load_markdown
+from rag_eval.reports.markdown import render_markdown
+from rag_eval.reports.rundata import COMPARE_FILE
+from rag_eval.reports.summary import render_summary
+
+REPORT_MD = "report.md"
+COMPARISON_FILES = (COMPARE_FILE, "junit.xml", "summary.md")
+
+
+def comparison_files(document: Mapping[str, Any]) -> list[Artifact]:
+    """``compare.json``, ``junit.xml`` (one testcase per gate) and ``summary.md`` (the gate table)."""
+    compare_json, junit, summary = COMPARISON_FILES
+    return [
+        JsonFile(compare_json, document),
+        TextFile(junit, render_junit(document)),
+        TextFile(summary, render_summary(document)),
+    ]
+
+
+def load_files(result: LoadResult) -> list[Artifact]:
+    """``load_requests.parquet``, ``load.md``, then ``load.json`` (what readers look for) last."""
+    return [
+        ParquetFile(REQUESTS_FILE, result.requests),
+        TextFile(SUMMARY_FILE, render_load_markdown(json_safe(result.document))),
+        JsonFile(LOAD_FILE, result.document),
+    ]
+
+
+def run_files(
+    summary: Mapping[str, Any],
+    manifest: Mapping[str, Any],
+    comparison: Mapping[str, Any],
+    load: LoadResult | None,
+) -> list[Artifact]:
+    """Every rendered file of a run, in the order they are written: ``summary.json``, the load files,
+    ``report.md``, the comparison's, and ``manifest.json`` last."""
+    return [
+        JsonFile("summary.json", summary),
+        *(load_files(load) if load is not None else ()),
+        TextFile(REPORT_MD, render_markdown(dict(summary), dict(manifest))),
+        *comparison_files(comparison),
+        JsonFile("manifest.json", manifest),
+    ]
+
+
+def html_report(shown_dir: Path) -> Render:
+    """What renders ``report.html`` into the staging directory, naming ``shown_dir`` as the run's."""
+    return partial(render_html, shown_dir=shown_dir)
+
+
+def trec_rankings(parts: Iterator[pa.Table]) -> Iterator[Ranking]:
+    """(config, query id, delivered chunks, delivered documents) of every row, part by part, ranked as the
+    measures rank them."""
+    for part in parts:
+        for row in part.to_pylist():
+            yield row["config"], row["query_id"], chunk_ranking(row), doc_ranking(row)
