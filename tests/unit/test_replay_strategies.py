@@ -25,6 +25,7 @@ from rag_eval.harness.strategies import SERIAL, DaskReplay, ReplayPlan, SerialRe
 from rag_eval.harness.timing import LatencyMode, TimingPlan
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from rag_eval.search.milvus import IndexSpec, SearchTarget
+from tests.unit.frames import read_parts
 
 LATENCY = ["transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us"]
 QUERIES = tuple((f"q{i}", f"why is replica {i} behind") for i in range(5))
@@ -80,7 +81,7 @@ def store_at(path: Path) -> RunStore:
 
 
 def without_latency(store: RunStore) -> pa.Table:
-    return store.read_parts().drop_columns(LATENCY)
+    return read_parts(store).drop_columns(LATENCY)
 
 
 def test_no_cluster_picks_the_serial_strategy_which_gives_the_replayers_rows(tmp_path: Path) -> None:
@@ -106,7 +107,7 @@ def test_the_batches_a_resumed_run_has_are_not_replayed_again(tmp_path: Path) ->
     assert plan.batches == [range(0, 2), range(2, 4), range(4, 5)] and plan.todo == [0, 2]
     outcome = SerialReplay().run(plan, port, store := store_at(tmp_path / "run"), progress)
     assert store.finished_batches() == {0, 2}
-    assert sorted(set(store.read_parts().column("query_index").to_pylist())) == [0, 1, 4]
+    assert sorted(set(read_parts(store).column("query_index").to_pylist())) == [0, 1, 4]
     assert progress.phases == {"retrieve": 3, "timing": 6, "post-process": 6}
     assert progress.ticks["skipped"] == 2
     assert progress.lines == ["resuming: 1 of 3 query batches already finished"]

@@ -14,6 +14,7 @@ from rag_eval.core.errors import RunStoreError
 from rag_eval.harness.distributed import write_part
 from rag_eval.harness.store import RunStore
 from tests.benchmarks.synthetic import per_query_table
+from tests.unit.frames import read_parts
 
 
 def begun(tmp_path: Path) -> RunStore:
@@ -42,7 +43,7 @@ def test_a_part_is_taken_from_a_directory_url_into_parts_and_removed_there(tmp_p
         assert not Path(session.removeprefix("file://")).exists()
         assert Path(url.removeprefix("file://")).is_dir()  # only the replay's own directory goes
     assert store.finished_batches() == {1, 3}
-    assert store.read_parts().column("query_id").to_pylist() == [f"q{n}-{i}" for n in (1, 3) for i in range(3)]
+    assert read_parts(store).column("query_id").to_pylist() == [f"q{n}-{i}" for n in (1, 3) for i in range(3)]
     assert sorted(p.name for p in store.parts_dir.iterdir()) == ["batch-00001.parquet", "batch-00003.parquet",
                                                                  "state.json"]  # fmt: skip
     assert store.parts_url(None) == str(store.parts_dir)  # no parts URL: the workers write into .parts
@@ -88,7 +89,7 @@ def test_a_file_named_like_a_part_but_not_one_is_never_read_as_a_batch(tmp_path:
     store = begun(tmp_path)
     store.write_batch(0, rows_of(0))
     (store.parts_dir / name).write_bytes(b"not a part")
-    for read in (store.finished_batches, store.read_parts, store.check_parts):
+    for read in (store.finished_batches, lambda: read_parts(store), store.check_parts):
         with pytest.raises(RunStoreError, match=r"named like a part, not one rag-eval wrote") as caught:
             read()
         assert caught.value.path == str(store.parts_dir / name)
