@@ -72,9 +72,14 @@ class ComparedRun:
             raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
 
         def rows(columns: Sequence[str]) -> Iterator[pa.Table]:
+            # a run written before a column existed (an accepted baseline) reads it as missing values
+            absent = [c for c in columns if c not in present and c in SCHEMA.names]
             try:
                 for batch in pq.ParquetFile(per_query).iter_batches(columns=list(columns), batch_size=8192):
-                    yield pa.Table.from_batches([batch])
+                    table = pa.Table.from_batches([batch])
+                    for name in absent:
+                        table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+                    yield table
             except (OSError, pa.ArrowException) as exc:
                 raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
 

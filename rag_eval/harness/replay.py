@@ -11,7 +11,8 @@ For each batch of queries:
    largest retrieve-k any config of that signature needs, with batched search calls;
 4. run each config's post-process, packing and projection on its first retrieve-k of
    those shared hits (configs that differ only after retrieval never query Milvus again),
-   query by query with every config in turn;
+   query by query, several rounds with every config in turn in an order drawn per query and
+   rotated each round (the median of the rounds is kept: see :mod:`rag_eval.harness.timing`);
 5. write the batch's rows (one per query and config) to the run store.
 
 With an approximate index (HNSW) the first k of a wider search can differ slightly from
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rag_eval.core.lookup import LookupRecord, Pipeline
 from rag_eval.core.ports import BatchKnowledgeSearchPort, KnowledgeSearchPort
@@ -39,7 +40,8 @@ from rag_eval.harness.store import RunStore
 from rag_eval.harness.timing import TimingPlan
 
 Tick = Callable[[str, int], None]
-Lookups = list[tuple[str, int, str, LookupRecord, float]]  # (config, query index, query id, record, search µs)
+# (config, query index, query id, record, search µs, post-process + projection thread CPU µs)
+Lookups = list[tuple[str, int, str, LookupRecord, float, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,13 @@ def long_lived_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+def _median(values: Sequence[int]) -> int:
+    """The median of an odd number of timings; of an even number, the lower middle one (a timing that was
+    measured, never a mean of two)."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def batches(n: int, size: int) -> list[range]:
@@ -209,9 +218,6 @@ class Replayer:
             shared[sig] = self._search_many(requests)
             self.tick("retrieve", len(batch))
 
-        # Post-processing interleaved: each query under every config in turn, so that a burst of load on
-        # a shared machine lands on all configs alike instead of on whichever config's loop it hits (timed one
-        # config after the other, two identical configs have failed a 20% p95 gate on a busy machine).
         pipelines = [
             (sig, spec.name, Pipeline(spec.config, spec.postprocessor()),
              dict(zip(timed, search_us[(sig, spec.config.retrieve_k)], strict=True)))
@@ -221,20 +227,62 @@ class Replayer:
         looked: Lookups = []
         nan = float("nan")
         for j, (index, qid, _) in enumerate(batch):
-            for sig, name, pipeline, measured in pipelines:
-                record = pipeline.process(hints[j], shared[sig][j], transform_ns=transform_ns[j])
-                looked.append((name, index, qid, record, measured.get(j, nan)))
+            runs = [(pipeline, shared[sig][j]) for sig, _, pipeline, _ in pipelines]
+            processed = self._post_process(runs, hints[j], transform_ns=transform_ns[j], query_index=index)
+            for (_, name, _, measured), (record, cpu_us) in zip(pipelines, processed, strict=True):
+                looked.append((name, index, qid, record, measured.get(j, nan), cpu_us))
         self.tick("post-process", len(batch) * len(pipelines))
         return looked
+
+    def _post_process(
+        self,
+        runs: Sequence[tuple[Pipeline, Sequence[KnowledgeSearchHit]]],
+        hints: QueryHints,
+        *,
+        transform_ns: int,
+        query_index: int,
+    ) -> list[tuple[LookupRecord, float]]:
+        """One query's post-process and projection under every config (``runs``: each config's pipeline
+        and hits), timed round after round, the configs interleaved in the plan's order for this query
+        (rotated each round, after a warm-up round): each config's record with the median of its rounds'
+        wall times, and the median thread CPU time (microseconds) of both stages.
+
+        Interleaved, so that a burst of load on a shared machine lands on all configs alike; rotated,
+        because whichever config touches a query's hits first pays for cold caches (in experiment order,
+        a config timed under three names looked 10% faster under its later names on 87% of queries)."""
+        warmup, repeats = self.timing.rounds
+        cpu = time.thread_time_ns
+        records: list[LookupRecord | None] = [None] * len(runs)
+        post: list[list[int]] = [[] for _ in runs]
+        projection: list[list[int]] = [[] for _ in runs]
+        cpu_ns: list[list[int]] = [[] for _ in runs]
+        for round_ in range(warmup + repeats):
+            for i in self.timing.config_order(len(runs), query_index=query_index, round_=round_):
+                pipeline, hits = runs[i]
+                c0 = cpu()
+                record = pipeline.process(hints, hits, transform_ns=transform_ns)
+                spent = cpu() - c0
+                records[i] = record
+                if round_ >= warmup:
+                    post[i].append(record.timings.postprocess_ns)
+                    projection[i].append(record.timings.projection_ns)
+                    cpu_ns[i].append(spent)
+        out = []
+        for i, record in enumerate(records):
+            assert record is not None
+            timings = replace(record.timings, postprocess_ns=_median(post[i]), projection_ns=_median(projection[i]))
+            out.append((replace(record, timings=timings), _median(cpu_ns[i]) / 1e3))
+        return out
 
     def rows(self, looked: Lookups) -> list[dict[str, object]]:
         """The per-query rows of a batch's lookups, by config (in experiment order), then query."""
         order = {spec.name: i for i, spec in enumerate(self.configs)}
         ordered = sorted(looked, key=lambda lk: (order[lk[0]], lk[1]))
         return [
-            build_row(query_id=qid, query_index=index, config=name, record=record, truth=self.truth, search_us=us)
-            for name, index, qid, record, us in ordered
-        ]
+            build_row(query_id=qid, query_index=index, config=name, record=record, truth=self.truth, search_us=us,
+                      cpu_us=cpu_us)
+            for name, index, qid, record, us, cpu_us in ordered
+        ]  # fmt: skip
 
     def _search_many(self, requests: list[KnowledgeSearchRequest]) -> list[tuple[KnowledgeSearchHit, ...]]:
         if isinstance(self.port, BatchKnowledgeSearchPort):

@@ -93,9 +93,10 @@ SCHEMA = pa.schema(
         ("postprocess_us", pa.float64()),
         ("projection_us", pa.float64()),
         ("e2e_us", pa.float64()),
+        ("postsearch_cpu_us", pa.float64()),  # the thread's CPU time of post-process + projection
     ]
 )
-LATENCY_COLUMNS = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us")
+LATENCY_COLUMNS = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us", "postsearch_cpu_us")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +143,11 @@ def build_row(
     record: LookupRecord,
     truth: Truth,
     search_us: float,
+    cpu_us: float = float("nan"),
 ) -> dict[str, Any]:
     """The per-query row of one lookup (:data:`SCHEMA`): what was returned and delivered, the true chunk
-    behind every key, the labels, the relevant chunks lost and at which stage, the counts and the timings."""
+    behind every key, the labels, the relevant chunks lost and at which stage, the counts and the timings
+    (``cpu_us``: the thread's CPU time of post-process and projection, when it was measured)."""
     payload = record.payload
     hit_keys, hits = record.candidates.keys, record.candidates.hits  # columns: no candidate objects needed
     hit_chunks = [truth.chunk_of(h.vector_id) for h in hits]
@@ -203,6 +206,7 @@ def build_row(
         "postprocess_us": post_us,
         "projection_us": proj_us,
         "e2e_us": transform_us + search_us + post_us + proj_us,
+        "postsearch_cpu_us": cpu_us,
     }
 
 

@@ -12,13 +12,23 @@ more search per timed query, so the plan chooses which queries are timed:
 ``off``     none: search latency is not measured (its columns are empty, and so are e2e and QPS)
 
 Configs whose searches are identical (same mode, filter, group size and retrieve-k) share one
-measurement. Post-processing and projection are timed in the retrieval pass, for every query.
+measurement.
+
+Post-processing and projection are microseconds of pure CPU, timed in the retrieval pass for every query:
+each query's hits go through every config's post-process and projection ``postprocess_repeats`` times
+after one warm-up round, the configs in an order drawn per query from the plan's seed and rotated by one
+place each round (so each config is timed first, second, ... equally often: the first config to touch a
+query's hits pays for the cold caches, and timed in experiment order the later configs looked faster).
+A row holds the median of its repeats, wall time (``perf_counter_ns``) per stage and the thread's CPU
+time (``thread_time_ns``) of both stages; with ``latency = "off"`` each is timed once.
 
 >>> plan = TimingPlan(mode=LatencyMode.SAMPLE, sample_size=3, seed=1)
 >>> sorted(plan.timed(10)), sorted(plan.timed(10)) == sorted(TimingPlan(sample_size=3, seed=1).timed(10))
 ([1, 2, 4], True)
 >>> TimingPlan.parse("sample:500").sample_size, TimingPlan.parse("off").timed(10)
 (500, frozenset())
+>>> [TimingPlan(seed=1).config_order(3, query_index=7, round_=r) for r in range(3)]
+[[2, 0, 1], [0, 1, 2], [1, 2, 0]]
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from typing import Any
 from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
 
 DEFAULT_SAMPLE = 1000
+DEFAULT_POSTPROCESS_REPEATS = 5
 
 
 class LatencyMode(enum.StrEnum):
@@ -46,7 +57,8 @@ class TimingPlan:
 
     mode: LatencyMode = LatencyMode.SAMPLE
     sample_size: int = DEFAULT_SAMPLE
-    seed: int = 0
+    seed: int = 0  # the sample's, and the order configs are post-processed in per query
+    postprocess_repeats: int = DEFAULT_POSTPROCESS_REPEATS
 
     def timed(self, n_queries: int) -> frozenset[int]:
         """Indices (0-based, in query order) of the queries whose search is timed."""
@@ -55,6 +67,22 @@ class TimingPlan:
         if self.mode is LatencyMode.ALL or n_queries <= self.sample_size:
             return frozenset(range(n_queries))
         return frozenset(random.Random(self.seed).sample(range(n_queries), self.sample_size))
+
+    @property
+    def rounds(self) -> tuple[int, int]:
+        """(warm-up rounds, timed rounds) of each query's post-processing: one round each with latency off."""
+        if self.mode is LatencyMode.OFF:
+            return 0, 1
+        return 1, self.postprocess_repeats
+
+    def config_order(self, configs: int, *, query_index: int, round_: int) -> list[int]:
+        """The order the ``configs`` are post-processed in for one query and round: a permutation drawn
+        from (seed, query index), so a batch gives the same order wherever and whenever it runs, rotated
+        by ``round_`` places."""
+        order = list(range(configs))
+        random.Random(f"{self.seed}:{query_index}").shuffle(order)
+        shift = round_ % configs if configs else 0
+        return order[shift:] + order[:shift]
 
     def as_dict(self) -> dict[str, Any]:
         return {"mode": self.mode.value, "sample_size": self.sample_size, "seed": self.seed}
@@ -82,7 +110,9 @@ SEARCH_METHOD = (
 )
 POSTPROCESS_METHOD = (
     "in the retrieval pass, every query: perf_counter_ns around everything after the search up to the "
-    "blocks (post-process), and around the projection"
+    "blocks (post-process) and around the projection, thread_time_ns around both; every config in turn, in "
+    "an order drawn per query from the seed and rotated by one place each round, after one warm-up round; "
+    "the median of the rounds"
 )
 
 
@@ -104,7 +134,13 @@ def latency_note(
             "method": SEARCH_METHOD,
             "timing_seconds": round(timing_seconds, 3),
         },
-        "postprocess": {"method": POSTPROCESS_METHOD, "timed_queries": queries},
+        "postprocess": {
+            "method": POSTPROCESS_METHOD,
+            "timed_queries": queries,
+            "warmup_rounds": plan.rounds[0],
+            "repeats": plan.rounds[1],
+            "order_seed": plan.seed,
+        },
     }
 
 

@@ -47,6 +47,7 @@ Per = Literal["query", "pair"]
 GROUPS: tuple[Group, ...] = ("mission", "chunk", "doc", "payload", "latency", "counts")
 
 LATENCY_STAGES = tuple(column.removesuffix("_us") for column in LATENCY_COLUMNS)  # in pipeline order
+STAGE_WORDS = {"postsearch_cpu": "post-search CPU"}  # post-process + projection, the thread's CPU time
 LATENCY_STATISTICS = ("p50", "p90", "p95", "p99", "max", "mean")  # the summary's, per stage
 LATENCY_PERCENTILES = (50, 95)  # the ones a comparison compares
 
@@ -193,7 +194,8 @@ PAYLOAD: tuple[Measure, ...] = (
 LATENCY: tuple[Measure, ...] = (
     *(
         Measure(
-            name=f"latency:{stage}:{stat}", label=f"{stage} latency {stat}", group="latency", higher_is_better=False,
+            name=f"latency:{stage}:{stat}", label=f"{STAGE_WORDS.get(stage, stage)} latency {stat}", group="latency",
+            higher_is_better=False,
             unit="us", digits=0,
             compared=(
                 Compared(kind="latency", column=f"{stage}_us", percentile=int(stat[1:]))

@@ -31,6 +31,7 @@ from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import Experiment, load_experiment
 from rag_eval.harness.ingest import IngestResult
 from rag_eval.harness.replay_step import replay
+from rag_eval.harness.rows import LATENCY_COLUMNS
 from rag_eval.harness.steps import Prepared, Progress, ingest_collection, prepare
 from rag_eval.harness.store import RunStore
 from rag_eval.harness.timing import TimingPlan
@@ -39,7 +40,7 @@ from tests.benchmarks.memory import CONFIGS, EVIDENCE
 from tests.benchmarks.synthetic import write_dataset
 from tests.unit.frames import read_parts
 
-LATENCY = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us")
+LATENCY = LATENCY_COLUMNS
 
 
 def _rows(store: RunStore) -> pa.Table:

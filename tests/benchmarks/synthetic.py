@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from rag_eval.core.types import KnowledgeSearchHit
-from rag_eval.harness.rows import SCHEMA
+from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
 
 DUPLICATE_SHARE = 0.10
 NO_CHUNK_INDEX_SHARE = 0.10
@@ -197,7 +197,7 @@ def per_query_table(n: int, width: int = 20, *, seed: int = 7, config: str = "ev
         "payload_chars": pa.array(rng.integers(1000, 8000, n, dtype=np.int32)),
         **{
             col: pa.array(rng.lognormal(3, 0.5, n))
-            for col in ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us")
+            for col in LATENCY_COLUMNS
         },
     }
     return pa.table(columns, schema=SCHEMA)

@@ -24,14 +24,14 @@ from rag_eval.core.errors import ClusterError, RunStoreError, SearchUnavailableE
 from rag_eval.harness.distributed import BatchTask, WorkerJob, connect, replay_batches
 from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import load_experiment, with_overrides
-from rag_eval.harness.rows import Truth
+from rag_eval.harness.rows import LATENCY_COLUMNS, Truth
 from rag_eval.search.milvus import IndexSpec, SearchTarget
 from tests.conftest import ROOT, SHIPPED
 from tests.integration.test_run_guarantees import _interrupted_run
 
 DEFAULT = SHIPPED / "experiments" / "default.toml"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-LATENCY = ["transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us"]
+LATENCY = list(LATENCY_COLUMNS)
 
 
 def rows(run: Path) -> pa.Table:

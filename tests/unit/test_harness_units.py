@@ -396,7 +396,7 @@ def _latency_and_counts() -> dict[str, object]:
         "guard_violations": 0,
         "n_blocks": 6,
         "payload_chars": 600,
-        **{col: 1.0 for col in ("search_us", "postprocess_us", "projection_us", "transform_us", "e2e_us")},
+        **{col: 1.0 for col in LATENCY_COLUMNS},
     }
 
 

@@ -18,7 +18,7 @@ from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import ConfigSpec
 from rag_eval.harness.ingest import IngestRow
 from rag_eval.harness.replay import Replayer
-from rag_eval.harness.rows import Truth
+from rag_eval.harness.rows import LATENCY_COLUMNS, Truth
 from rag_eval.harness.steps import Progress
 from rag_eval.harness.store import RunStore
 from rag_eval.harness.strategies import SERIAL, DaskReplay, ReplayPlan, SerialReplay, strategy_for
@@ -27,7 +27,7 @@ from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from rag_eval.search.milvus import IndexSpec, SearchTarget
 from tests.unit.frames import read_parts
 
-LATENCY = ["transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us"]
+LATENCY = list(LATENCY_COLUMNS)
 QUERIES = tuple((f"q{i}", f"why is replica {i} behind") for i in range(5))
 CONFIGS = (
     ConfigSpec(name="wide", config=RagConfig.from_mapping({"rag.retrieve-k": 4, "rag.return-n": 3})),
