@@ -31,7 +31,7 @@ from rag_eval.core.errors import RunDirectoryError
 COMPARE_SCHEMA_VERSION = 1
 SCHEMA_KEYS = (
     "schema_version", "alpha", "seed", "resamples", "test", "run", "against", "queries_compared", "left_out",
-    "gates_file", "exit_code", "comparisons",
+    "gates_file", "gates_purpose", "exit_code", "comparisons",
 )  # fmt: skip
 TEST_NAME = (
     "paired randomisation test: random sign flips of units (scipy.stats.monte_carlo_test; "
@@ -113,6 +113,7 @@ def compare(
         "queries_compared": len(queries),
         "left_out": {"only_in_run": only_run, "only_in_against": only_against},
         "gates_file": gates.source,
+        "gates_purpose": gates.purpose,
         "exit_code": exit_code,
         "notes": notes,
         "comparisons": comparisons,

@@ -3,6 +3,7 @@
 A gates file::
 
     [gates]
+    purpose = "..."       # optional: why these gates, printed beside the verdict
     alpha = 0.05          # significance level of the relative checks (Holm over them)
     resamples = 4999      # randomisation and bootstrap resamples (raised when Holm needs more)
     seed = 20240601
@@ -54,7 +55,7 @@ from rag_eval.harness.experiment import Experiment
 Severity = Literal["fail", "warn"]
 Outcome = Literal["pass", "warn", "fail", "underpowered", "error"]
 
-SHIPPED = ("default", "nightly")  # gates files shipped in rag_eval/compare/shipped/
+SHIPPED = ("default", "nightly", "rollout")  # gates files shipped in rag_eval/compare/shipped/
 SELECTOR_KEYS = ("name", "pipeline", "mode", "retrieve_k", "return_n", "cap")
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _SPEC = re.compile(
@@ -227,6 +228,7 @@ class GateSet:
     source: str
     checks: tuple[AbsoluteCheck | RelativeCheck, ...] = ()
     settings: Settings = field(default_factory=Settings)
+    purpose: str = ""  # why these gates (printed beside the verdict), e.g. why a rollout only warns
 
     def validate(self, metrics: Sequence[Metric]) -> None:
         """Every check names a metric of this comparison, in a direction that metric has."""
@@ -347,7 +349,7 @@ def shipped_path(name: str) -> Path:
 
 
 def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
-    """A gates file by path, or a shipped one by name (``default``, ``nightly``)."""
+    """A gates file by path, or a shipped one by name (``default``, ``nightly``, ``rollout``)."""
     text_ref = str(ref)
     path = Path(text_ref) if base is None or Path(text_ref).is_absolute() else base / text_ref
     if text_ref in SHIPPED and not path.is_file():
@@ -375,8 +377,8 @@ def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
 
 
 def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Path | None = None) -> GateSet:
-    """A ``[gates]`` table: inline checks and settings, or ``file = PATH`` (relative to ``base``)
-    or ``file = "nightly"`` naming a shipped file."""
+    """A ``[gates]`` table: inline checks, settings and ``purpose`` (why these gates, in words), or
+    ``file = PATH`` (relative to ``base``) or ``file = "nightly"`` naming a shipped file."""
     if "file" in table:
         if set(table) != {"file"} or not isinstance(table["file"], str):
             raise GatesError(
@@ -386,13 +388,16 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
             )
         return load_gates(table["file"], base=base if base is not None else Path(path).parent)
     values: dict[str, Any] = {}
+    purpose = table.get("purpose", "")
+    if not isinstance(purpose, str):
+        raise GatesError("purpose must be a string", path=path, line=_line_of_key(text, "purpose"))
     for key, value in table.items():
-        if key == "checks":
+        if key in ("checks", "purpose"):
             continue
         kind = _SETTINGS.get(key)
         if kind is None:
             raise GatesError(
-                f"unknown key {quoted(key)} (known: file, checks, {', '.join(_SETTINGS)})", path=path,
+                f"unknown key {quoted(key)} (known: file, checks, purpose, {', '.join(_SETTINGS)})", path=path,
                 line=_line_of_key(text, key),
             )  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, kind):
@@ -430,7 +435,7 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
         seed=int(values.get("seed", DEFAULT_SEED)),
         power=float(values.get("power", 0.8)),
     )
-    return GateSet(source=path, checks=tuple(checks), settings=settings)
+    return GateSet(source=path, checks=tuple(checks), settings=settings, purpose=" ".join(purpose.split()))
 
 
 def _line_of_key(text: str, key: str) -> int | None:

@@ -78,7 +78,8 @@ class ComparedRun:
                 for batch in pq.ParquetFile(per_query).iter_batches(columns=list(columns), batch_size=8192):
                     table = pa.Table.from_batches([batch])
                     for name in absent:
-                        table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows, SCHEMA.field(name).type))
+                        field = SCHEMA.field(name)
+                        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
                     yield table
             except (OSError, pa.ArrowException) as exc:
                 raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc

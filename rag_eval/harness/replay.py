@@ -268,10 +268,10 @@ class Replayer:
                     projection[i].append(record.timings.projection_ns)
                     cpu_ns[i].append(spent)
         out = []
-        for i, record in enumerate(records):
-            assert record is not None
-            timings = replace(record.timings, postprocess_ns=_median(post[i]), projection_ns=_median(projection[i]))
-            out.append((replace(record, timings=timings), _median(cpu_ns[i]) / 1e3))
+        for i, last in enumerate(records):
+            assert last is not None
+            timings = replace(last.timings, postprocess_ns=_median(post[i]), projection_ns=_median(projection[i]))
+            out.append((replace(last, timings=timings), _median(cpu_ns[i]) / 1e3))
         return out
 
     def rows(self, looked: Lookups) -> list[dict[str, object]]:

@@ -195,6 +195,8 @@ def print_gates(document: Mapping[str, Any], *, console: Any = None) -> None:
             r["interval"], verdict,
         )  # fmt: skip
     console.print(table)
+    if document.get("gates_purpose"):
+        console.print(f"these gates: {escape(str(document['gates_purpose']))}")
     for note in document.get("notes", []):
         console.print(f"note: {escape(note)}")
     for r in rows:

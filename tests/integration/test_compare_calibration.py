@@ -204,10 +204,15 @@ def test_make_eval_exits_0_and_writes_the_comparison(tmp_path: Path) -> None:
     for name in ("compare.json", "junit.xml", "summary.md", "report.md"):
         assert (out / name).is_file()
     doc = json.loads((out / "compare.json").read_text())
-    assert doc["exit_code"] == 0 and doc["gates_file"].endswith("default.toml")
+    # the experiment names the rollout gates: the known loss against the merge legacy warns, and says why
+    assert doc["exit_code"] == 0 and doc["gates_file"].endswith("rollout.toml")
+    assert "known finding" in doc["gates_purpose"]
+    assert "These gates: a rollout comparison" in (out / "summary.md").read_text()
     for c in doc["comparisons"]:  # the invariants D1-D5 promise hold for both evidence configs
         assert all(g["outcome"] == "pass" for g in c["gates"] if g["kind"] == "absolute")
         assert {g["severity"] for g in c["gates"] if g["kind"] == "relative"} == {"warn"}
+    warned = {(c["candidate"], g["id"]) for c in doc["comparisons"] for g in c["gates"] if g["outcome"] == "warn"}
+    assert ("evidence", "same_doc_multi_chunk_recall drop <= 0.02") in warned
 
 
 def test_nightly_twice_pairs_the_second_night_with_the_first(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ def row(qid: str, cfg: str, *, delivered: Sequence[str], relevant: Sequence[str]
         n_hits=len(delivered), n_dedup=0, n_cap=0, n_truncated=0, n_blocks=len(delivered),
         guard_references=len(set(delivered)), guard_violations=0, payload_chars=100 * len(delivered),
         transform_us=10.0, search_us=1000.0, postprocess_us=100.0, projection_us=20.0, e2e_us=1130.0,
+        postsearch_cpu_us=110.0,
     )  # fmt: skip
     base.update(extra)
     return base

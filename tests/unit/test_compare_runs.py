@@ -248,3 +248,36 @@ def test_accept_keeps_a_copy_and_replaces_the_previous_one(tmp_path: Path) -> No
     for name in ("per_query.parquet", "summary.json", "manifest.json"):
         (tmp_path / "n2" / name).unlink()
     assert math.isclose(ComparedRun.from_dir(target).summary["configs"]["cand"]["same_doc_multi_chunk_recall"], 0.975)
+
+
+def test_no_gates_named_is_strict_and_a_rollout_says_why_it_only_warns(tmp_path: Path) -> None:
+    """A significant drop beyond the threshold fails the run when no gates are named (the shipped
+    default); the rollout gates warn on it, exit 0, and the summary says why."""
+    strict = jobs.compare_runs(two_configs(tmp_path / "strict").dir or "")
+    recall = {g["id"]: g for _, g in strict.gates}["same_doc_multi_chunk_recall drop <= 0.02"]
+    assert strict.document["gates_file"].endswith("default.toml")
+    assert (recall["severity"], recall["outcome"], strict.exit_code) == ("fail", "fail", 1)
+    assert main(["compare", str(tmp_path / "strict")]) == 1
+    rollout = jobs.compare_runs(two_configs(tmp_path / "rollout", gates={"file": "rollout"}).dir or "")
+    recall = {g["id"]: g for _, g in rollout.gates}["same_doc_multi_chunk_recall drop <= 0.02"]
+    assert (recall["outcome"], rollout.exit_code) == ("warn", 0)
+    summary = (tmp_path / "rollout" / "summary.md").read_text()
+    assert "These gates: a rollout comparison" in summary and "known finding" in summary
+
+
+def test_the_default_holds_each_configs_own_cap_and_a_budget_is_opted_into() -> None:
+    """A cap-3 config delivering three chunks of a document keeps D3 (its own cap): the default gates
+    pass it; a product-wide ``max_chunks_per_document <= 2`` budget fails it only where an experiment names it."""
+    three = [f"d{{}}#chunk-{k}" for k in range(3)]
+    rows = pair_rows(30, "cap2") + [
+        row(f"q{i}", "cap3", delivered=[c.format(i) for c in three], relevant=[f"d{i}#chunk-0", f"d{i}#chunk-1"])
+        for i in range(30)
+    ]  # fmt: skip
+    run = make_run(rows, [config("cap2"), config("cap3", cap=3)], baseline="cap2")
+    default = compare(run, None, load_gates("default"))
+    gates = {g["id"]: g for _, g in default.gates}
+    assert gates["cap_compliance == 1 for pipeline=evidence"]["outcome"] == "pass"
+    assert not any(g.startswith("max_chunks_per_document") for g in gates) and default.exit_code == 0
+    budget = "fail max_chunks_per_document <= 2 for pipeline=evidence"
+    opted = compare(run, None, gates_from_table({"checks": [budget]}, path="-", text=""))
+    assert [(c, g["outcome"]) for c, g in opted.gates] == [("cap3", "fail")] and opted.exit_code == 1

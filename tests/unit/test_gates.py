@@ -117,12 +117,20 @@ def test_gates_file_errors_give_the_line(tmp_path: Path) -> None:
 def test_shipped_gates_and_named_files(tmp_path: Path) -> None:
     default = load_gates("default")
     nightly = load_gates("nightly")
+    rollout = load_gates("rollout")
     assert default.source.endswith("default.toml") and nightly.source.endswith("nightly.toml")
-    assert {c.severity for c in default.checks if isinstance(c, RelativeCheck)} == {"warn"}
+    # no gates named: strict (every check fails the run); the rollout gates warn on the relative checks, and say why
+    assert {c.severity for c in default.checks} == {"fail"}
+    assert {c.severity for c in rollout.checks if isinstance(c, RelativeCheck)} == {"warn"}
+    assert {c.severity for c in rollout.checks if not isinstance(c, RelativeCheck)} == {"fail"}
+    assert "known finding" in rollout.purpose and default.purpose == ""
     assert {c.severity for c in nightly.checks} == {"fail"}
-    assert {c.metric for c in default.checks} == {c.metric for c in nightly.checks}
-    default.validate(METRICS)
-    nightly.validate(METRICS)
+    # the default holds each config's own cap (D3); the product's per-document budget is opted into (the nightly)
+    assert "max_chunks_per_document" not in {c.metric for c in (*default.checks, *rollout.checks)}
+    assert {c.metric for c in default.checks} == {c.metric for c in rollout.checks}
+    assert {c.metric for c in nightly.checks} == {c.metric for c in default.checks} | {"max_chunks_per_document"}
+    for shipped in (default, nightly, rollout):
+        shipped.validate(METRICS)
     assert experiment_gates(None, source=None).source == default.source
     exp = tmp_path / "exp.toml"
     exp.write_text('[gates]\nfile = "my-gates.toml"\n')
