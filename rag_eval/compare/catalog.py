@@ -80,7 +80,7 @@ def catalog(cutoffs: Sequence[int]) -> tuple[Metric, ...]:
     """Every metric a comparison reports, the mission's own first.
 
     >>> [m.name for m in catalog([5])][:2], len(catalog([1, 3, 5, 10]))
-    (['same_doc_multi_chunk_recall', 'same_doc_multi_chunk_recall_cap_aware'], 60)
+    (['same_doc_multi_chunk_recall', 'same_doc_multi_chunk_recall_cap_aware'], 62)
     """
     return tuple(metric(m) for m in declared(cutoffs) if m.compared is not None)
 

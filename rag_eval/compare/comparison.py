@@ -25,7 +25,16 @@ from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeC
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
 from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings
-from rag_eval.compare.stats import Paired, Settings, aggregate, holm, paired_compare, required_resamples
+from rag_eval.compare.stats import (
+    Alternative,
+    Paired,
+    Settings,
+    aggregate,
+    paired_compare,
+    paired_p_value,
+    required_resamples,
+)
+from rag_eval.compare.verdicts import FAMILY_TEXT, MC_ROUNDS, Family, Key, Verdict, decide, gate_alternative
 from rag_eval.core.errors import RunDirectoryError
 
 COMPARE_SCHEMA_VERSION = 1
@@ -34,8 +43,9 @@ SCHEMA_KEYS = (
     "gates_file", "gates_purpose", "exit_code", "comparisons",
 )  # fmt: skip
 TEST_NAME = (
-    "paired randomisation test: random sign flips of units (scipy.stats.monte_carlo_test; "
-    "exact with scipy.stats.permutation_test for few units), two-sided"
+    "paired randomisation test: random sign flips of units in query-id order (scipy.stats.monte_carlo_test; "
+    "exact with scipy.stats.permutation_test for few units); one-sided in a relative gate's direction for the "
+    "metrics it names, else two-sided; redrawn with more resamples near alpha"
 )
 INTERVAL_NAME = "bootstrap over units (scipy.stats.bootstrap, BCa; percentile where BCa is undefined)"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -82,18 +92,40 @@ def compare(
     settings = replace(
         gates.settings, permutations=required_resamples(tested, gates.settings.alpha, gates.settings.resamples)
     )
-    results = [_compared_metrics(pairing, metrics, run, queries, settings) for pairing in plan]
-    adjusted = iter(holm([p.p_value for rows in results for _, p, _ in rows]))
-    gate_results = _gates(gates, plan, results, run, settings)
+    configs = [{**run.config(p.candidate), "name": p.candidate} for p in plan]
+    families = _families(gates, configs, metrics)
+    units = [{m.name: _units(m, pairing, run, queries) for m in metrics} for pairing in plan]
+    position = dict(zip(run.table["query_id"].astype(str), run.table["query_index"], strict=True))
+    results = [
+        _compared_metrics(i, pairing, metrics, units[i], settings, families, position)
+        for i, pairing in enumerate(plan)
+    ]
+    tested_pairs = {(i, m.name): (m, p) for i, rows in enumerate(results) for m, p, _ in rows if m.tested}
+
+    def redraw(key: Key, round_: int) -> tuple[float | None, float | None]:
+        i, name = key
+        metric, paired = tested_pairs[key]
+        base, cand, _ = units[i][name]
+        more = replace(settings, permutations=(settings.permutations + 1) * 4**round_ - 1)
+        rng = np.random.default_rng([settings.seed, _stable(plan[i], metric), round_])
+        return paired_p_value(
+            base, cand, kind=metric.kind, settings=more, rng=rng, percentile=metric.percentile,
+            alternative=paired.alternative,
+        )  # fmt: skip
+
+    verdicts, redrawn = decide(tested_pairs, families, alpha=settings.alpha, redraw=redraw)
+    results = [[(m, redrawn.get((i, m.name), p), ch) for m, p, ch in rows] for i, rows in enumerate(results)]
+    gated = [k for k, f in families.items() if f == "gates"]
+    gate_results = _gates(gates, plan, results, run, settings, verdicts, configs, gated)
     comparisons = [
         {
             "baseline": pairing.baseline,
             "candidate": pairing.candidate,
             "baseline_source": pairing.source,
-            "metrics": [_metric_entry(m, p, ch, next(adjusted), settings.alpha) for m, p, ch in rows],
+            "metrics": [_metric_entry(m, p, ch, verdicts.get((i, m.name), Verdict())) for m, p, ch in rows],
             "gates": [_gate_entry(g) for g in gate_list],
         }
-        for pairing, rows, gate_list in zip(plan, results, gate_results, strict=True)
+        for i, (pairing, rows, gate_list) in enumerate(zip(plan, results, gate_results, strict=True))
     ]
     exit_code = _exit_code([(g.severity, g.outcome) for gate_list in gate_results for g in gate_list])
     document = {
@@ -106,8 +138,9 @@ def compare(
         "interval": INTERVAL_NAME,
         "confidence": settings.confidence,
         "power": settings.power,
-        "multiple_testing": "Holm over every tested metric of every comparison (p_holm); "
-        "relative gates: Holm over the relative gates",
+        "multiple_testing": FAMILY_TEXT,
+        "monte_carlo": f"p-values within 3 Monte Carlo standard errors of alpha (after Holm) redrawn with 4x "
+        f"the resamples, {MC_ROUNDS} times at most; p_mc_error is the standard error left",
         "run": {"dir": run.label, "experiment": run.experiment},
         "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
         "queries_compared": len(queries),
@@ -148,19 +181,43 @@ def _pairing_notes(
     return notes
 
 
+def _families(
+    gates: GateSet, configs: Sequence[Mapping[str, Any]], metrics: Sequence[Metric]
+) -> dict[Key, Family]:
+    """The family of every tested (comparison, metric): ``gates`` where a relative gate names it for that
+    comparison's candidate, else ``descriptive``."""
+    out: dict[Key, Family] = {}
+    for i, config in enumerate(configs):
+        gated = {c.metric for c in gates.checks if isinstance(c, RelativeCheck) and c.applies_to(config)}
+        for m in metrics:
+            if m.tested:
+                out[(i, m.name)] = "gates" if m.name in gated else "descriptive"
+    return out
+
+
 def _compared_metrics(
-    pairing: _Pairing, metrics: Sequence[Metric], run: ComparedRun, queries: Sequence[str], settings: Settings
+    index: int,
+    pairing: _Pairing,
+    metrics: Sequence[Metric],
+    units: Mapping[str, tuple[np.ndarray, np.ndarray, list[str]]],
+    settings: Settings,
+    families: Mapping[Key, Family],
+    position: Mapping[str, Any],
 ) -> list[tuple[Metric, Paired, dict[str, Any]]]:
-    """Every metric of one comparison, paired by unit: the test, the interval and the queries that moved."""
+    """Every metric of one comparison, paired by unit: the test (one-sided for a gated metric), the
+    interval and the queries that moved."""
     rows = []
     for metric in metrics:
-        base, cand, qids = _units(metric, pairing, run, queries)
+        base, cand, qids = units[metric.name]
         rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
+        alternative: Alternative = (
+            gate_alternative(metric) if families.get((index, metric.name)) == "gates" else "two-sided"
+        )
         paired = paired_compare(
             base, cand, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-            test=metric.tested,
+            test=metric.tested, alternative=alternative,
         )  # fmt: skip
-        rows.append((metric, paired, _changes(metric, base, cand, qids)))
+        rows.append((metric, paired, _changes(metric, base, cand, qids, position)))
     return rows
 
 
@@ -198,7 +255,8 @@ def _units(
     b = _columns(base.loc[base["config"] == pairing.baseline].set_index(key), cols)
     c = _columns(cand.loc[cand["config"] == pairing.candidate].set_index(key), cols)
     wanted = set(queries)
-    index = b.index.intersection(c.index)
+    # in a canonical order (by unit id), so that the same data in any row order draws the same resamples
+    index = b.index.intersection(c.index).sort_values()
     qids = index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index
     index = index[np.asarray([q in wanted for q in qids], dtype=bool)] if len(index) else index
     b, c = b.loc[index], c.loc[index]
@@ -214,8 +272,11 @@ def _columns(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
     return frame.reindex(columns=list(cols))
 
 
-def _changes(metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[str]) -> dict[str, Any]:
-    """Queries improved / degraded (per-query change in the better / worse direction) and unchanged."""
+def _changes(
+    metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[str], position: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Queries improved / degraded (per-query change in the better / worse direction, in the run's query
+    order: ``position``) and unchanged."""
     if metric.kind == "rate":
         with np.errstate(divide="ignore", invalid="ignore"):
             per_unit = cand[:, 0] / cand[:, 1] - base[:, 0] / base[:, 1]
@@ -228,16 +289,17 @@ def _changes(metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[
     sign = 1.0 if metric.higher_is_better else -1.0
     better = per_query[(sign * per_query) > 1e-12]
     worse = per_query[(sign * per_query) < -1e-12]
+    def in_order(ids: pd.Index) -> list[str]:
+        return sorted((str(q) for q in ids), key=lambda q: (position.get(q, math.inf), q))
+
     return {
-        "improved": [str(q) for q in better.index],
-        "degraded": [str(q) for q in worse.index],
+        "improved": in_order(better.index),
+        "degraded": in_order(worse.index),
         "unchanged": n_queries - len(better) - len(worse),
     }
 
 
-def _metric_entry(
-    metric: Metric, p: Paired, changes: Mapping[str, Any], p_holm: float | None, alpha: float
-) -> dict[str, Any]:
+def _metric_entry(metric: Metric, p: Paired, changes: Mapping[str, Any], verdict: Verdict) -> dict[str, Any]:
     return {
         "metric": metric.name,
         "label": metric.label,
@@ -256,8 +318,14 @@ def _metric_entry(
         "ratio_ci_high": p.ratio_ci_high,
         "se": p.se,
         "p_value": p.p_value,
-        "p_holm": p_holm,
-        "significant": p_holm is not None and p_holm < alpha,
+        "p_holm": verdict.p_holm,
+        "significant": verdict.significant,
+        "family": verdict.family,
+        "alternative": p.alternative,
+        "p_mc_error": p.p_mc_error,
+        "held_level": verdict.level,
+        "held_ci_low": verdict.ci_low,
+        "held_ci_high": verdict.ci_high,
         **changes,
     }
 
@@ -268,10 +336,12 @@ def _gates(
     results: Sequence[Sequence[tuple[Metric, Paired, Mapping[str, Any]]]],
     run: ComparedRun,
     settings: Settings,
+    verdicts: Mapping[Key, Verdict],
+    configs: Sequence[Mapping[str, Any]],
+    gate_family: Sequence[Key],
 ) -> list[list[GateResult]]:
     relative: list[tuple[int, RelativeCheck, Metric, Paired]] = []
     out: list[list[GateResult | None]] = []
-    configs = [{**run.config(p.candidate), "name": p.candidate} for p in plan]
     load_family = sum(1 for c in configs for k in gates.checks if is_load_metric(k.metric) and k.applies_to(c))
     sources: dict[int, LoadSource] = {}
     for i, (pairing, rows) in enumerate(zip(plan, results, strict=True)):
@@ -297,11 +367,16 @@ def _gates(
                 relative.append((i, check, metric, paired))
                 slots.append(None)  # filled once the family's p-values are adjusted
         out.append(slots)
-    adjusted = holm([p.p_value for _, _, _, p in relative])
-    filled = iter(
-        check.evaluate(metric, paired, p_adjusted=p_adj, settings=settings, family=len(relative))
-        for (_, check, metric, paired), p_adj in zip(relative, adjusted, strict=True)
-    )
+    family = len(gate_family)  # every gated number, tested or not (identical values, too few units)
+
+    def judged(i: int, check: RelativeCheck, metric: Metric, paired: Paired) -> GateResult:
+        verdict = verdicts.get((i, metric.name), Verdict())  # the number's one verdict, as every report shows it
+        return check.evaluate(
+            metric, paired, p_adjusted=verdict.p_holm, settings=settings, family=max(1, family),
+            significant=verdict.significant,
+        )  # fmt: skip
+
+    filled = iter(judged(*entry) for entry in relative)
     return [[g if g is not None else next(filled) for g in slots] for slots in out]
 
 

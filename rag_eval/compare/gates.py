@@ -47,8 +47,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from scipy import stats
+
 from rag_eval.compare.catalog import RATIO_KINDS, Metric, catalog
-from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Paired, Settings, minimum_detectable
+from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Paired, Settings, bound, minimum_detectable
 from rag_eval.core.errors import GatesError, quoted
 from rag_eval.harness.experiment import Experiment
 
@@ -151,20 +153,24 @@ class AbsoluteCheck(Check):
 class RelativeCheck(Check):
     """``METRIC drop|growth <= NUMBER[%]`` against the baseline.
 
-    Fires when the change in the bad direction exceeds the threshold *and* the paired test says it is
-    not chance (its p-value, Holm-adjusted over every relative check of the comparison set, is below
-    alpha). A latency check must also clear timing noise: the whole interval of the change lies
-    beyond the threshold. When it does not fire, it passes only if the query set could have seen a
-    change of the threshold (minimum detectable difference at the given power <= threshold) or the
-    interval already rules such a change out; otherwise it is ``underpowered``, never a silent pass.
+    Fires when the change in the bad direction exceeds the threshold *and* the metric's one verdict is
+    significant (a one-sided paired test in the gate's direction, Holm-adjusted over every relative
+    check of the comparison set, with its interval at the Holm step's level on the bad side: see
+    :mod:`rag_eval.compare.verdicts`). A latency check must also clear timing noise: the whole interval
+    of the change lies beyond the threshold. It passes only when the data rule out a change beyond the
+    threshold: the one-sided bound of the change at the gate's level (``1 - alpha``, from the same
+    bootstrap resamples) is within it, on at least :func:`min_units` units (an equivalence-style test).
+    Otherwise it is ``underpowered``, never a silent pass: identical values on too few units included.
     """
 
     direction: Literal["drop", "growth"]
     relative: bool  # threshold given in % of the baseline
 
     def evaluate(
-        self, metric: Metric, paired: Paired, *, p_adjusted: float | None, settings: Settings, family: int
+        self, metric: Metric, paired: Paired, *, p_adjusted: float | None, settings: Settings, family: int,
+        significant: bool | None = None,
     ) -> GateResult:
+        """The outcome; ``significant`` is the number's verdict (default: ``p_adjusted < alpha``)."""
         change, worst, best, se = self._change(metric, paired)
         unit = "%" if self.relative else ""
         if not math.isfinite(change):
@@ -173,38 +179,59 @@ class RelativeCheck(Check):
         mde = minimum_detectable(se, alpha=alpha_each, power=settings.power)
         if self.relative and metric.kind in RATIO_KINDS and math.isfinite(mde):
             mde = math.expm1(mde)
-        significant = p_adjusted is not None and p_adjusted < settings.alpha
+        if significant is None:
+            significant = p_adjusted is not None and p_adjusted < settings.alpha
         beyond_noise = metric.kind != "latency" or best > self.threshold
-        shown = f"{_fmt(change, pct=self.relative)}{unit}"
-        limit = f"{_fmt(self.threshold, pct=self.relative)}{unit}"
-        interval = f"[{_fmt(best, pct=self.relative)}, {_fmt(worst, pct=self.relative)}]{unit}"
+        upper = self._bound(metric, paired, level=1 - settings.alpha, se=se, change=change, worst=worst)
+        pct = self.relative
+
+        def f(v: float) -> str:
+            return f"{_fmt(v, pct=pct)}{unit}"
+
+        shown, limit, interval = f(change), f(self.threshold), f"[{_fmt(best, pct=pct)}, {_fmt(worst, pct=pct)}]{unit}"
         p_text = "n/a" if p_adjusted is None else f"{p_adjusted:.4g}"
-        mde_text = f"{_fmt(mde, pct=self.relative)}{unit}"
         values = {"value": change, "threshold": self.threshold, "mde": mde, "p_value": p_adjusted}
         if change > self.threshold and significant and beyond_noise:
             message = (
-                f"{self.metric} {self.direction} {shown} (interval {interval}, p = {p_text} Holm-adjusted, "
-                f"n = {paired.n}) exceeds the allowed {limit}"
+                f"{self.metric} {self.direction} {shown} (interval {interval}, one-sided p = {p_text} "
+                f"Holm-adjusted, n = {paired.n}) exceeds the allowed {limit}"
             )
             return self.result(self.breached(), message, **values)
-        if math.isfinite(mde) and mde <= self.threshold:
+        enough = paired.n >= min_units(alpha_each)
+        if enough and math.isfinite(upper) and upper <= self.threshold + 1e-12:
             message = (
-                f"{self.metric} {self.direction} {shown} (interval {interval}, p = {p_text} Holm-adjusted); a "
-                f"{self.direction} of {limit} would have been seen (smallest detectable {mde_text})"
+                f"{self.metric} {self.direction} {shown} (interval {interval}, one-sided p = {p_text} Holm-adjusted): "
+                f"its one-sided {1 - settings.alpha:.0%} bound {f(upper)} rules out a {self.direction} beyond {limit}"
             )
             return self.result("pass", message, **values)
-        if math.isfinite(worst) and worst <= self.threshold:
-            message = (
-                f"{self.metric} {self.direction} {shown}: its interval {interval} rules out a {self.direction} "
-                f"beyond {limit} (p = {p_text} Holm-adjusted)"
+        if not enough:
+            fewest = min_units(alpha_each)
+            units = "1 unit is" if paired.n == 1 else f"{paired.n} units are"
+            reason = f"{units} too few to test at alpha {alpha_each:.3g} (at least {fewest})"
+        else:
+            reason = (
+                f"{paired.n} units cannot detect a {self.direction} of {limit} at alpha {alpha_each:.3g} and "
+                f"{settings.power:.0%} power (smallest detectable {f(mde)}), and the one-sided "
+                f"{1 - settings.alpha:.0%} bound {f(upper)} does not rule one out"
             )
-            return self.result("pass", message, **values)
-        message = (
-            f"underpowered: {paired.n} units cannot detect a {self.direction} of {limit} at alpha "
-            f"{alpha_each:.3g} and {settings.power:.0%} power (smallest detectable "
-            f"{_fmt(mde, pct=self.relative)}{unit}); observed {shown}, interval {interval}"
-        )
-        return self.result("underpowered", message, **values)
+        return self.result("underpowered", f"underpowered: {reason}; observed {shown}, interval {interval}", **values)
+
+    def _bound(self, metric: Metric, p: Paired, *, level: float, se: float, change: float, worst: float) -> float:
+        """The one-sided upper bound, at ``level``, of the change in the bad direction (the threshold's
+        unit), from the bootstrap resamples; from the normal approximation when there are none."""
+        growth = self.direction == "growth"
+        if self.relative and metric.kind in RATIO_KINDS:
+            log = bound(p, level=level, upper=growth, log_ratio=True)
+            if math.isfinite(log):
+                return math.expm1(log) if growth else -math.expm1(log)
+        else:
+            scale = abs(p.baseline) if self.relative else 1.0
+            d = bound(p, level=level, upper=growth)
+            if math.isfinite(d) and scale > 0:
+                return (d if growth else -d) / scale
+        if math.isfinite(se) and math.isfinite(change):
+            return change + float(stats.norm.ppf(level)) * se  # se of the log ratio: about that of the ratio
+        return worst  # the worse end of the two-sided interval: a wider bound
 
     def _change(self, metric: Metric, p: Paired) -> tuple[float, float, float, float]:
         """(change, worst end, best end of its interval, standard error), positive = worse."""
@@ -249,6 +276,16 @@ class GateSet:
                     better = "lower" if metric.higher_is_better is False else "higher"
                     right = "growth" if wrong == "drop" else "drop"
                     raise check.error(f"{check.metric} is better {better}: its regression is a {right}")
+
+
+def min_units(alpha: float) -> int:
+    """The fewest units on which a paired sign-flip test can reach ``alpha`` one-sided (2**-n <= alpha):
+    fewer, and no data can show a change is ruled out or real.
+
+    >>> min_units(0.05), min_units(0.0125)
+    (5, 7)
+    """
+    return max(2, math.ceil(math.log2(1 / alpha) - 1e-9))
 
 
 def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteCheck | RelativeCheck:
@@ -458,6 +495,7 @@ def _locate(text: str, needle: str, offset: int) -> tuple[int | None, int]:
 def _fmt(value: float | None, *, pct: bool = False) -> str:
     if value is None or not math.isfinite(value):
         return "n/a"
+    value += 0.0  # no "-0"
     if pct:
         return f"{value * 100:.1f}"
     return f"{value:.4g}"

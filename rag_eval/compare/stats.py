@@ -7,12 +7,15 @@ and both configs were measured on the same units, so every procedure here is pai
   ``permutation_type="samples"``): under "no difference" the two values of a unit are
   exchangeable, so the null distribution swaps them at random within units, and the test statistic
   is the metric's own difference (mean, share, or log ratio of percentiles) - not a proxy such as
-  ranks. Two-sided; the p-value is never 0 (``(count + 1) / (resamples + 1)``);
-- the interval is a bootstrap over units (``scipy.stats.bootstrap``, BCa, percentile where BCa is
-  undefined because every resample agrees, and beyond :data:`BCA_MAX_UNITS` units, where BCa's
-  jackknife costs n**2 work and the percentile interval is within a few percent of it);
+  ranks. Two-sided, or one-sided (``alternative``) where the question is (a relative gate); the
+  p-value is never 0 (``(count + 1) / (resamples + 1)``) and carries its Monte Carlo error;
+- the interval of a mean (of per-unit differences) is Student's t interval; of any other kind a
+  bootstrap over units (``scipy.stats.bootstrap``, BCa, percentile where BCa is undefined because
+  every resample agrees, and beyond :data:`BCA_MAX_UNITS` units, where BCa's jackknife costs n**2
+  work and the percentile interval is within a few percent of it). Fewer than
+  :data:`MIN_TESTED_UNITS` units: no test and no interval;
 - the minimum detectable difference at a given power is ``(z(1 - alpha/2) + z(power))`` times the
-  bootstrap standard error of the difference.
+  standard error of the difference.
 
 Units are passed as index arrays so that one code path serves every kind of metric: a rate
 (sum of numerators over sum of denominators) or a percentile resamples whole units too.
@@ -29,7 +32,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 from scipy import stats
@@ -38,6 +42,8 @@ from rag_eval.compare.catalog import RATIO_KINDS, Kind
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 4999
+MIN_TESTED_UNITS = 2  # a paired test or a bootstrap over fewer units is not defined: no p-value, no interval
+Alternative = Literal["two-sided", "less", "greater"]  # of the candidate's difference (or log ratio) from the baseline
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,7 +64,10 @@ class Paired:
     """A paired comparison of one metric: values, difference, interval, p-value, standard error.
 
     For ratio kinds (percentiles, latency) ``ratio`` is candidate / baseline with its own interval,
-    and ``se_log_ratio`` the standard error of its logarithm.
+    and ``se_log_ratio`` the standard error of its logarithm. ``boot`` holds the bootstrap distribution
+    of the difference (and ``boot_log_ratio`` of the log ratio), sorted, for bounds at other levels
+    (:func:`bound`); ``identical`` says every unit agreed (nothing to test); ``p_mc_error`` is the
+    Monte Carlo standard error of a resampled p-value (0 for an exact one).
     """
 
     n: int
@@ -73,6 +82,12 @@ class Paired:
     ratio_ci_low: float | None = None
     ratio_ci_high: float | None = None
     se_log_ratio: float | None = None
+    alternative: Alternative = "two-sided"
+    identical: bool = False
+    p_mc_error: float | None = None
+    boot: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
+    boot_log_ratio: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
+    t_df: int | None = None  # a t interval (a mean of per-unit differences) with these degrees of freedom
 
 
 def aggregate(kind: Kind, values: np.ndarray, percentile: float = 50.0) -> Callable[[np.ndarray], np.ndarray]:
@@ -106,8 +121,12 @@ def paired_compare(
     rng: np.random.Generator,
     percentile: float = 50.0,
     test: bool = True,
+    alternative: Alternative = "two-sided",
 ) -> Paired:
-    """Compare per-unit ``baseline`` and ``candidate`` values (row i of both is the same unit)."""
+    """Compare per-unit ``baseline`` and ``candidate`` values (row i of both is the same unit).
+
+    ``alternative`` is the test's: ``less`` asks whether the candidate's value is lower (a drop),
+    ``greater`` whether it is higher (a growth; for ratio kinds the log ratio is above 0)."""
     a = np.asarray(baseline, dtype=float)
     b = np.asarray(candidate, dtype=float)
     n = int(a.shape[0])
@@ -124,11 +143,69 @@ def paired_compare(
         return _undefined(n, base, cand, delta, ratio, ratio_kind)
     if np.array_equal(a, b, equal_nan=True):
         # every unit agrees: every permutation and every resample gives the observed difference
+        zero = np.zeros(1)
         return Paired(
             n=n, baseline=base, candidate=cand, delta=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0 if test else None,
             se=0.0, ratio=ratio, ratio_ci_low=ratio, ratio_ci_high=ratio, se_log_ratio=0.0 if ratio_kind else None,
+            alternative=alternative, identical=True, p_mc_error=0.0 if test else None, boot=zero,
+            boot_log_ratio=zero if ratio_kind else np.empty(0),
         )  # fmt: skip
+    if n < MIN_TESTED_UNITS:  # one unit: no test and no interval (too few units to test, never a crash)
+        return replace(_undefined(n, base, cand, delta, ratio, ratio_kind), alternative=alternative)
 
+    flipped, data, boot = _statistics(a, b, kind=kind, percentile=percentile)
+    p_value, mc_error = _p_value(n, flipped, settings, rng, alternative) if test else (None, None)
+    if kind == "mean":
+        # a mean of per-unit differences: Student's t interval, of the test's own statistic, with no
+        # resampling error of its own (a bootstrap's percentile interval covers 92-93% at 264 units)
+        se_t = float(np.std(data, ddof=1) / math.sqrt(n))
+        half = float(stats.t.ppf(1 - (1 - settings.confidence) / 2, n - 1)) * se_t
+        return Paired(
+            n=n, baseline=base, candidate=cand, delta=delta, ci_low=delta - half, ci_high=delta + half,
+            p_value=p_value, se=se_t, alternative=alternative, p_mc_error=mc_error, t_df=n - 1,
+        )  # fmt: skip
+    low, high, se, dist = _bootstrap(data, boot, settings, rng)
+    plain = Paired(
+        n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value,
+        se=se[0], alternative=alternative, p_mc_error=mc_error, boot=np.sort(dist[0]),
+    )  # fmt: skip
+    if not ratio_kind:
+        return plain
+    return replace(
+        plain, ratio=ratio, ratio_ci_low=math.exp(low[1]) if math.isfinite(low[1]) else math.nan,
+        ratio_ci_high=math.exp(high[1]) if math.isfinite(high[1]) else math.nan, se_log_ratio=se[1],
+        boot_log_ratio=np.sort(dist[1]),
+    )  # fmt: skip
+
+
+def paired_p_value(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    kind: Kind,
+    settings: Settings,
+    rng: np.random.Generator,
+    percentile: float = 50.0,
+    alternative: Alternative = "two-sided",
+) -> tuple[float | None, float | None]:
+    """(p-value, its Monte Carlo standard error) of :func:`paired_compare`'s test alone: to draw more
+    resamples for a p-value near a decision threshold without the bootstrap again."""
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    if a.shape[0] < MIN_TESTED_UNITS or np.array_equal(a, b, equal_nan=True):
+        return paired_compare(a, b, kind=kind, settings=settings, rng=rng, percentile=percentile).p_value, 0.0
+    flipped, _, _ = _statistics(a, b, kind=kind, percentile=percentile)
+    return _p_value(int(a.shape[0]), flipped, settings, rng, alternative)
+
+
+def _statistics(
+    a: np.ndarray, b: np.ndarray, *, kind: Kind, percentile: float
+) -> tuple[Callable[..., np.ndarray], np.ndarray, Callable[..., np.ndarray]]:
+    """(the test statistic of sign flips, the data the bootstrap resamples, the bootstrap's statistic)."""
+    n = int(a.shape[0])
+    agg = aggregate(kind, np.concatenate([a, b], axis=0), percentile)
+    ratio_kind = kind in RATIO_KINDS
+    units = np.arange(n)
     if kind == "mean":
         # the difference of means is the mean of per-unit differences: test and resample those
         d = b - a
@@ -139,11 +216,7 @@ def paired_compare(
         def flipped_mean(signs: np.ndarray, axis: int = -1) -> np.ndarray:
             return np.asarray((signs * d).mean(axis=-1))
 
-        p_value = _p_value(n, flipped_mean, settings, rng) if test else None
-        low, high, se = _bootstrap(d, mean_d, settings, rng)
-        return Paired(
-            n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0]
-        )
+        return flipped_mean, d, mean_d
 
     def swapped(signs: np.ndarray, axis: int = -1) -> np.ndarray:
         # a unit whose sign the randomisation flipped has its baseline and candidate values swapped
@@ -154,8 +227,6 @@ def paired_compare(
                 return np.asarray(np.log(agg(ib) / agg(ia)))
         return np.asarray(agg(ib) - agg(ia))
 
-    p_value = _p_value(n, swapped, settings, rng) if test else None
-
     def boot(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         d = np.asarray(agg(idx + n) - agg(idx))
         if ratio_kind:
@@ -163,16 +234,27 @@ def paired_compare(
                 return np.stack([d, np.log(agg(idx + n) / agg(idx))])
         return d
 
-    low, high, se = _bootstrap(units, boot, settings, rng)
-    if ratio_kind:
-        return Paired(
-            n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value,
-            se=se[0], ratio=ratio, ratio_ci_low=math.exp(low[1]) if math.isfinite(low[1]) else math.nan,
-            ratio_ci_high=math.exp(high[1]) if math.isfinite(high[1]) else math.nan, se_log_ratio=se[1],
-        )  # fmt: skip
-    return Paired(
-        n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value, se=se[0]
-    )
+    return swapped, units, boot
+
+
+def bound(paired: Paired, *, level: float, upper: bool, log_ratio: bool = False) -> float:
+    """A one-sided bound of the difference (or of the log ratio) at confidence ``level``: of the t
+    interval for a mean, else from the comparison's own bootstrap distribution (percentile); the upper
+    bound with ``upper``, else the lower.
+
+    >>> p = Paired(n=3, baseline=0, candidate=0, delta=0, ci_low=0, ci_high=0, p_value=1, se=0,
+    ...            boot=np.linspace(-1, 1, 201))
+    >>> round(bound(p, level=0.95, upper=True), 2), round(bound(p, level=0.95, upper=False), 2)
+    (0.9, -0.9)
+    """
+    if paired.t_df is not None and not log_ratio:
+        t = float(stats.t.ppf(level, paired.t_df))
+        return paired.delta + t * paired.se if upper else paired.delta - t * paired.se
+    dist = paired.boot_log_ratio if log_ratio else paired.boot
+    dist = dist[np.isfinite(dist)]
+    if dist.size == 0:
+        return math.nan
+    return float(np.quantile(dist, level if upper else 1 - level))
 
 
 def _ratio(cand: float, base: float) -> float:
@@ -191,23 +273,26 @@ def _undefined(n: int, base: float, cand: float, delta: float, ratio: float | No
 
 
 def _p_value(
-    n: int, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator
-) -> float | None:
-    """Two-sided p-value of the paired randomisation test. ``statistic(signs)`` is the metric's
-    difference with the units whose sign is -1 swapped (baseline and candidate exchanged); the
-    observed value is that of all signs +1.
+    n: int, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator,
+    alternative: Alternative = "two-sided",
+) -> tuple[float | None, float | None]:
+    """(p-value, Monte Carlo standard error) of the paired randomisation test. ``statistic(signs)`` is
+    the metric's difference with the units whose sign is -1 swapped (baseline and candidate exchanged);
+    the observed value is that of all signs +1. One-sided for ``less`` / ``greater``.
 
-    Exact (every one of the 2**n sign patterns, ``scipy.stats.permutation_test``) when that is no
-    more than the resamples asked for, else ``scipy.stats.monte_carlo_test`` with random signs as
-    the null distribution: the same test, with p = 2 min(#{null <= obs} + 1, #{null >= obs} + 1) /
-    (resamples + 1) as scipy computes it. (``permutation_test`` with ``permutation_type="samples"``
-    does the same by permuting each unit's pair in a Python loop, about ten times slower at 600 units.)
+    Exact (every one of the 2**n sign patterns, ``scipy.stats.permutation_test``; error 0) when that is
+    no more than the resamples asked for, else ``scipy.stats.monte_carlo_test`` with random signs as
+    the null distribution: the same test, with p = (#{null at least as extreme} + 1) / (resamples + 1)
+    (two-sided: twice the smaller tail) as scipy computes it, and error sqrt(p (1 - p) / resamples).
+    (``permutation_test`` with ``permutation_type="samples"`` does the same by permuting each unit's
+    pair in a Python loop, about ten times slower at 600 units.)
     """
     signs = np.ones(n)
-    if n < 63 and 2**n <= settings.permutations:
+    exact = n < 63 and 2**n <= settings.permutations
+    if exact:
         result = stats.permutation_test(
             (signs,), statistic, permutation_type="samples", vectorized=True, n_resamples=2**n,
-            alternative="two-sided", batch=_batch(n),
+            alternative=alternative, batch=_batch(n),
         )  # fmt: skip
     else:
 
@@ -216,10 +301,22 @@ def _p_value(
 
         result = stats.monte_carlo_test(
             signs, random_signs, statistic, vectorized=True, n_resamples=settings.permutations,
-            alternative="two-sided", batch=_batch(n),
+            alternative=alternative, batch=_batch(n),
         )  # fmt: skip
     p = float(result.pvalue)
-    return min(1.0, p) if math.isfinite(p) else None
+    if not math.isfinite(p):
+        return None, None
+    p = min(1.0, p)
+    return p, 0.0 if exact else monte_carlo_error(p, settings.permutations)
+
+
+def monte_carlo_error(p: float, resamples: int) -> float:
+    """The standard error of a p-value estimated from ``resamples`` random resamples.
+
+    >>> round(monte_carlo_error(0.05, 4999), 4)
+    0.0031
+    """
+    return math.sqrt(max(p * (1 - p), 0.0) / resamples)
 
 
 RESAMPLED_VALUES = 2_000_000  # values resampled in one vectorised call (16 MB of float64) beyond 1,000 units
@@ -237,8 +334,8 @@ def _batch(n: int) -> int | None:
 
 def _bootstrap(
     data: np.ndarray, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator
-) -> tuple[list[float], list[float], list[float]]:
-    """(lows, highs, standard errors), one per output of ``statistic``."""
+) -> tuple[list[float], list[float], list[float], list[np.ndarray]]:
+    """(lows, highs, standard errors, bootstrap distributions), one per output of ``statistic``."""
     result = None
     for method in ("BCa", "percentile") if len(data) <= BCA_MAX_UNITS else ("percentile",):
         with warnings.catch_warnings():
@@ -261,7 +358,8 @@ def _bootstrap(
     lows = [float(v) for v in np.atleast_1d(result.confidence_interval.low)]
     highs = [float(v) for v in np.atleast_1d(result.confidence_interval.high)]
     ses = [float(v) for v in np.atleast_1d(result.standard_error)]
-    return lows, highs, ses
+    dist = np.asarray(result.bootstrap_distribution, dtype=float)
+    return lows, highs, ses, list(dist.reshape(len(lows), -1))
 
 
 def minimum_detectable(se: float, *, alpha: float, power: float) -> float:

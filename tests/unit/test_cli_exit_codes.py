@@ -3,6 +3,7 @@ is shown as text, never read as markup."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -68,3 +69,23 @@ def test_markup_in_paths_and_names_is_printed_as_text(tmp_path: Path) -> None:
     assert "out[/][bold]" in proc.stdout.replace("\n", "")
     report = (out / "report.md").read_text()
     assert "<b>" not in report and "kb\\|\\<b\\>x\\<i\\>\\[bold\\]\\*" in report
+
+
+@pytest.mark.milvus_lite
+def test_one_query_is_too_few_to_test_never_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--limit 1``: one unit is not testable (no p-value, no interval): every relative gate is
+    ``underpowered``, a warning (exit 0), never a bug (exit 70)."""
+    legacy = SHIPPED / "experiments" / "configs" / "legacy.properties"
+    out = tmp_path / "out"
+    code = cli.main([
+        "run", "--dataset", str(SHIPPED), "--config", f"legacy={legacy}", "--config", f"evidence={EVIDENCE}",
+        "--milvus-uri", str(tmp_path / "m.db"), "--out", str(out), "--limit", "1", "-q",
+    ])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["queries_compared"] == 1
+    relative = [g for c in doc["comparisons"] for g in c["gates"] if g["kind"] == "relative"]
+    assert relative and {g["outcome"] for g in relative} == {"underpowered"}
+    assert all("too few to test" in g["message"] for g in relative)
+    metrics = [m for c in doc["comparisons"] for m in c["metrics"] if m["n"] == 1 and m["delta"] not in (0, None)]
+    assert metrics and all(m["p_value"] is None and not m["significant"] for m in metrics)

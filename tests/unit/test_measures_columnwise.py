@@ -54,7 +54,8 @@ def rows(draw: st.DrawFn, query: str, config: str) -> dict[str, object]:
         "guard_violations": draw(st.integers(0, 2)),
         "n_blocks": draw(st.integers(0, 6)),
         "payload_chars": draw(st.integers(0, 900)),
-        **{col: draw(st.floats(0, 1e4)) for col in ("search_us", "postprocess_us", "projection_us", "transform_us")},
+        **{col: draw(st.floats(0, 1e4))
+           for col in ("search_us", "postprocess_us", "projection_us", "transform_us", "postsearch_cpu_us")},
         "e2e_us": draw(st.floats(1, 1e5)),
     }
 

@@ -176,8 +176,19 @@ def test_post_processing_takes_each_query_under_every_config_in_turn(
     monkeypatch.setattr(Pipeline, "process", spy)
     store = RunStore(tmp_path / "run")
     store.begin({"experiment": "t"}, resume=False)
-    Replayer(port, configs, truth, warmup=0).run([("q1", "one"), ("q2", "two")], store, batch_size=8)
-    assert calls == [("one", 2), ("one", 1), ("two", 2), ("two", 1)]
+    replayer = Replayer(port, configs, truth, warmup=0)
+    replayer.run([("q1", "one"), ("q2", "two")], store, batch_size=8)
+    # each query in rounds (one warm-up, then the timed ones), every config once a round, in an order
+    # drawn per query and rotated each round: each config is timed first as often as the other
+    warmup, repeats = replayer.timing.rounds
+    rounds = warmup + repeats
+    assert [q for q, _ in calls] == ["one"] * 2 * rounds + ["two"] * 2 * rounds
+    for query in ("one", "two"):
+        mine = [n for q, n in calls if q == query]
+        per_round = [mine[i : i + 2] for i in range(0, len(mine), 2)]
+        assert all(sorted(r) == [1, 2] for r in per_round)
+        firsts = [r[0] for r in per_round[warmup:]]
+        assert abs(firsts.count(1) - firsts.count(2)) <= 1
     rows = read_parts(store).to_pandas()
     pairs = list(zip(rows["config"], rows["query_id"], strict=True))
     assert pairs == [("a", "q1"), ("a", "q2"), ("b", "q1"), ("b", "q2")]  # rows still by config, then query
