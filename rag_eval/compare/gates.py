@@ -36,26 +36,26 @@ A check is ``[fail|warn] METRIC CONDITION [for SELECTOR]`` (severity ``fail`` wh
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import math
-import operator
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from scipy import stats
-
-from rag_eval.compare.catalog import RATIO_KINDS, Metric, catalog
-from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Paired, Settings, bound, minimum_detectable
+from rag_eval.compare.catalog import Metric, catalog
+from rag_eval.compare.checks import AbsoluteCheck, Check, GateResult, Outcome, RelativeCheck, Severity, min_units
+from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Settings
 from rag_eval.core.errors import GatesError, quoted
 from rag_eval.harness.experiment import Experiment
 
-Severity = Literal["fail", "warn"]
-Outcome = Literal["pass", "warn", "fail", "underpowered", "error"]
+__all__ = [
+    "SELECTOR_KEYS", "SHIPPED", "AbsoluteCheck", "Check", "GateResult", "GateSet", "Outcome", "RelativeCheck",
+    "Severity", "experiment_gates", "gates_from_table", "load_gates", "manifest_gates", "min_units", "parse_check",
+    "run_gates", "shipped_path",
+]  # fmt: skip
 
 SHIPPED = ("default", "nightly", "rollout")  # gates files shipped in rag_eval/compare/shipped/
 SELECTOR_KEYS = ("name", "pipeline", "mode", "retrieve_k", "return_n", "cap")
@@ -65,187 +65,9 @@ _SPEC = re.compile(
     rf"(?:(?P<direction>drop|growth|rise)\s*<=\s*|(?P<op>==|!=|<=|>=|<|>)\s*)"
     rf"(?P<number>{_NUMBER})\s*(?P<unit>%|ms|us|µs|s)?(?:\s+for\s+(?P<selector>.+?))?\s*$"
 )
-_OPS: Mapping[str, Callable[[float, float], bool]] = {
-    "==": lambda a, b: math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12),
-    "!=": lambda a, b: not math.isclose(a, b, rel_tol=0.0, abs_tol=1e-12),
-    "<=": lambda a, b: a <= b + 1e-12,
-    ">=": lambda a, b: a >= b - 1e-12,
-    "<": operator.lt,
-    ">": operator.gt,
-}
 _STANDARD = re.compile(r"^(chunk|doc):(?:(?:P|R|nDCG|Success)@[1-9]\d*|RR)$")
 _TIME_UNITS = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}  # to microseconds, the unit of every latency figure
 _LOAD_NAME = re.compile(r"^load:(?:(?:search|e2e):p(?:50|95|99)|qps)@[1-9]\d{0,3}$")  # see compare.load_gates
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GateResult:
-    """The outcome of one check on one comparison (the ``gates`` entries of compare.json)."""
-
-    id: str
-    spec: str
-    metric: str
-    severity: Severity
-    outcome: Outcome
-    message: str
-    value: float | None = None
-    threshold: float | None = None
-    mde: float | None = None
-    p_value: float | None = None  # the relative check's p-value, Holm-adjusted over the relative checks
-    kind: Literal["absolute", "relative"] = "absolute"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Check:
-    """What every check has: its text, where it was written, whom it applies to."""
-
-    spec: str
-    severity: Severity
-    metric: str
-    threshold: float
-    selector: tuple[tuple[str, str], ...] = ()
-    path: str = ""
-    line: int | None = None
-
-    @property
-    def id(self) -> str:
-        text = " ".join(self.spec.split())
-        return text.split(" ", 1)[1] if text.startswith(("fail ", "warn ")) else text
-
-    def applies_to(self, config: Mapping[str, Any]) -> bool:
-        return all(fnmatch.fnmatchcase(str(config.get(key, "")), glob) for key, glob in self.selector)
-
-    def error(self, message: str) -> GatesError:
-        return GatesError(message, path=self.path, line=self.line, check=self.spec)
-
-    def result(self, outcome: Outcome, message: str, **values: Any) -> GateResult:
-        kind: Literal["absolute", "relative"] = "relative" if isinstance(self, RelativeCheck) else "absolute"
-        return GateResult(
-            id=self.id, spec=self.spec, metric=self.metric, severity=self.severity, outcome=outcome,
-            message=message, kind=kind, **values,
-        )  # fmt: skip
-
-    def breached(self) -> Outcome:
-        return "fail" if self.severity == "fail" else "warn"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AbsoluteCheck(Check):
-    """``METRIC OP NUMBER`` on the candidate's own value.
-
-    >>> c = parse_check("fail cap_compliance == 1", path="g.toml")
-    >>> c.evaluate(0.5).outcome, c.evaluate(1.0).outcome
-    ('fail', 'pass')
-    """
-
-    op: str
-
-    def evaluate(self, value: float) -> GateResult:
-        if not math.isfinite(value):
-            return self.result("error", f"{self.metric} is not defined for this config (no units to measure it on)")
-        held = _OPS[self.op](value, self.threshold)
-        verdict = "holds" if held else "does not hold"
-        message = f"{self.metric} = {_fmt(value)}: {self.op} {_fmt(self.threshold)} {verdict}"
-        return self.result("pass" if held else self.breached(), message, value=value, threshold=self.threshold)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RelativeCheck(Check):
-    """``METRIC drop|growth <= NUMBER[%]`` against the baseline.
-
-    Fires when the change in the bad direction exceeds the threshold *and* the metric's one verdict is
-    significant (a one-sided paired test in the gate's direction, Holm-adjusted over every relative
-    check of the comparison set, with its interval at the Holm step's level on the bad side: see
-    :mod:`rag_eval.compare.verdicts`). A latency check must also clear timing noise: the whole interval
-    of the change lies beyond the threshold. It passes only when the data rule out a change beyond the
-    threshold: the one-sided bound of the change at the gate's level (``1 - alpha``, from the same
-    bootstrap resamples) is within it, on at least :func:`min_units` units (an equivalence-style test).
-    Otherwise it is ``underpowered``, never a silent pass: identical values on too few units included.
-    """
-
-    direction: Literal["drop", "growth"]
-    relative: bool  # threshold given in % of the baseline
-
-    def evaluate(
-        self, metric: Metric, paired: Paired, *, p_adjusted: float | None, settings: Settings, family: int,
-        significant: bool | None = None,
-    ) -> GateResult:
-        """The outcome; ``significant`` is the number's verdict (default: ``p_adjusted < alpha``)."""
-        change, worst, best, se = self._change(metric, paired)
-        unit = "%" if self.relative else ""
-        if not math.isfinite(change):
-            return self.result("error", f"{self.metric}: the change is not defined (n = {paired.n})")
-        alpha_each = settings.alpha / max(1, family)  # Holm's first step: a bound for every step
-        mde = minimum_detectable(se, alpha=alpha_each, power=settings.power)
-        if self.relative and metric.kind in RATIO_KINDS and math.isfinite(mde):
-            mde = math.expm1(mde)
-        if significant is None:
-            significant = p_adjusted is not None and p_adjusted < settings.alpha
-        beyond_noise = metric.kind != "latency" or best > self.threshold
-        upper = self._bound(metric, paired, level=1 - settings.alpha, se=se, change=change, worst=worst)
-        pct = self.relative
-
-        def f(v: float) -> str:
-            return f"{_fmt(v, pct=pct)}{unit}"
-
-        shown, limit, interval = f(change), f(self.threshold), f"[{_fmt(best, pct=pct)}, {_fmt(worst, pct=pct)}]{unit}"
-        p_text = "n/a" if p_adjusted is None else f"{p_adjusted:.4g}"
-        values = {"value": change, "threshold": self.threshold, "mde": mde, "p_value": p_adjusted}
-        if change > self.threshold and significant and beyond_noise:
-            message = (
-                f"{self.metric} {self.direction} {shown} (interval {interval}, one-sided p = {p_text} "
-                f"Holm-adjusted, n = {paired.n}) exceeds the allowed {limit}"
-            )
-            return self.result(self.breached(), message, **values)
-        enough = paired.n >= min_units(alpha_each)
-        if enough and math.isfinite(upper) and upper <= self.threshold + 1e-12:
-            message = (
-                f"{self.metric} {self.direction} {shown} (interval {interval}, one-sided p = {p_text} Holm-adjusted): "
-                f"its one-sided {1 - settings.alpha:.0%} bound {f(upper)} rules out a {self.direction} beyond {limit}"
-            )
-            return self.result("pass", message, **values)
-        if not enough:
-            fewest = min_units(alpha_each)
-            units = "1 unit is" if paired.n == 1 else f"{paired.n} units are"
-            reason = f"{units} too few to test at alpha {alpha_each:.3g} (at least {fewest})"
-        else:
-            reason = (
-                f"{paired.n} units cannot detect a {self.direction} of {limit} at alpha {alpha_each:.3g} and "
-                f"{settings.power:.0%} power (smallest detectable {f(mde)}), and the one-sided "
-                f"{1 - settings.alpha:.0%} bound {f(upper)} does not rule one out"
-            )
-        return self.result("underpowered", f"underpowered: {reason}; observed {shown}, interval {interval}", **values)
-
-    def _bound(self, metric: Metric, p: Paired, *, level: float, se: float, change: float, worst: float) -> float:
-        """The one-sided upper bound, at ``level``, of the change in the bad direction (the threshold's
-        unit), from the bootstrap resamples; from the normal approximation when there are none."""
-        growth = self.direction == "growth"
-        if self.relative and metric.kind in RATIO_KINDS:
-            log = bound(p, level=level, upper=growth, log_ratio=True)
-            if math.isfinite(log):
-                return math.expm1(log) if growth else -math.expm1(log)
-        else:
-            scale = abs(p.baseline) if self.relative else 1.0
-            d = bound(p, level=level, upper=growth)
-            if math.isfinite(d) and scale > 0:
-                return (d if growth else -d) / scale
-        if math.isfinite(se) and math.isfinite(change):
-            return change + float(stats.norm.ppf(level)) * se  # se of the log ratio: about that of the ratio
-        return worst  # the worse end of the two-sided interval: a wider bound
-
-    def _change(self, metric: Metric, p: Paired) -> tuple[float, float, float, float]:
-        """(change, worst end, best end of its interval, standard error), positive = worse."""
-        sign = -1.0 if self.direction == "drop" else 1.0
-        if self.relative and metric.kind in RATIO_KINDS:
-            ratio, low, high = p.ratio or math.nan, p.ratio_ci_low or math.nan, p.ratio_ci_high or math.nan
-            if sign > 0:
-                return ratio - 1, high - 1, low - 1, p.se_log_ratio or math.nan
-            return 1 - ratio, 1 - low, 1 - high, p.se_log_ratio or math.nan
-        scale = abs(p.baseline) if self.relative else 1.0
-        if scale == 0 or not math.isfinite(scale):
-            return math.nan, math.nan, math.nan, math.nan
-        ends = sorted((sign * p.ci_low / scale, sign * p.ci_high / scale))
-        return sign * p.delta / scale, ends[1], ends[0], p.se / scale
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,15 +99,6 @@ class GateSet:
                     right = "growth" if wrong == "drop" else "drop"
                     raise check.error(f"{check.metric} is better {better}: its regression is a {right}")
 
-
-def min_units(alpha: float) -> int:
-    """The fewest units on which a paired sign-flip test can reach ``alpha`` one-sided (2**-n <= alpha):
-    fewer, and no data can show a change is ruled out or real.
-
-    >>> min_units(0.05), min_units(0.0125)
-    (5, 7)
-    """
-    return max(2, math.ceil(math.log2(1 / alpha) - 1e-9))
 
 
 def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteCheck | RelativeCheck:
@@ -490,15 +303,6 @@ def _locate(text: str, needle: str, offset: int) -> tuple[int | None, int]:
     if at < 0:
         return None, offset
     return text.count("\n", 0, at) + 1, at + len(needle)
-
-
-def _fmt(value: float | None, *, pct: bool = False) -> str:
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    value += 0.0  # no "-0"
-    if pct:
-        return f"{value * 100:.1f}"
-    return f"{value:.4g}"
 
 
 def experiment_gates(table: Mapping[str, Any] | None, *, source: str | None) -> GateSet:

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from rag_eval.compare.gates import AbsoluteCheck, GateResult, RelativeCheck, _fmt
+from rag_eval.compare.checks import AbsoluteCheck, GateResult, RelativeCheck, _fmt
 from rag_eval.compare.rundir import ComparedRun
 from rag_eval.compare.stats import Settings
 from rag_eval.core.errors import RunDirectoryError, quoted
