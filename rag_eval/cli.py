@@ -178,7 +178,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         args.run_dir, against=args.against, gates=args.gates, out=args.out, intersection=args.intersection
     )
     print_gates(comparison.document)
-    print_compared(args.out or args.run_dir)
+    print_compared(jobs.comparison_paths(args.run_dir, against=args.against, out=args.out))
     return comparison.exit_code
 
 

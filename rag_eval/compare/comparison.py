@@ -178,6 +178,9 @@ def _pairing_notes(
     notes = [f"the runs differ in {d}" for d in setting_diff]
     if mismatch:
         notes.append(f"compared on the intersection: {'; '.join(mismatch)}")
+    for baseline, candidate, _ in pairings(run, against):
+        how = "the same name" if baseline == candidate else f"no {candidate} there: its baseline"
+        notes.append(f"paired {candidate} with {against.label}'s {baseline} ({how})")
     return notes
 
 

@@ -15,13 +15,13 @@ console module prints what the job returns.
 from __future__ import annotations
 
 from rag_eval.harness.run_summary import config_rows
-from rag_eval.jobs.compare import compare_runs
+from rag_eval.jobs.compare import compare_runs, comparison_paths
 from rag_eval.jobs.embed import embed_dataset, ingest
 from rag_eval.jobs.night import NightResult, nightly
 from rag_eval.jobs.run import RunResult, publish, run_experiment, summarise_run
 from rag_eval.jobs.under_load import load
 
 __all__ = [
-    "NightResult", "RunResult", "compare_runs", "config_rows", "embed_dataset", "ingest", "load", "nightly",
-    "publish", "run_experiment", "summarise_run",
+    "NightResult", "RunResult", "compare_runs", "comparison_paths", "config_rows", "embed_dataset", "ingest", "load",
+    "nightly", "publish", "run_experiment", "summarise_run",
 ]  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rag_eval.compare.comparison import Comparison, compare
@@ -9,7 +10,7 @@ from rag_eval.compare.gates import load_gates, manifest_gates
 from rag_eval.compare.history import against_notes
 from rag_eval.compare.rundir import ComparedRun
 from rag_eval.harness.publish import write_set
-from rag_eval.reports.artifacts import comparison_files
+from rag_eval.reports.artifacts import comparison_files, comparison_names
 
 
 def compare_runs(
@@ -22,11 +23,38 @@ def compare_runs(
 ) -> Comparison:
     """Compare ``run_dir`` within itself, or against the run directory ``against``, under ``gates`` (else
     the gates its experiment recorded), and write ``compare.json``, ``junit.xml`` and ``summary.md`` into
-    ``out`` (default: ``run_dir``)."""
+    ``out`` (default: ``run_dir``). A comparison against another run that would land in ``run_dir`` is
+    written beside the run's own verdict under its own names (``compare-vs-OTHER.json``, ...), never
+    over it: :func:`comparison_paths`."""
     given = load_gates(gates) if gates is not None else None  # a bad gates file is named before the runs
     run = ComparedRun.from_dir(run_dir)
     earlier = ComparedRun.from_dir(against) if against is not None else None
     gate_set = given if given is not None else manifest_gates(run.manifest)
     comparison = compare(run, earlier, gate_set, intersection=intersection, notes=against_notes(against))
-    write_set(Path(out if out is not None else run_dir), comparison_files(comparison.document), what="the comparison")
+    directory, suffix = comparison_place(run_dir, against=against, out=out)
+    write_set(directory, comparison_files(comparison.document, suffix), what="the comparison")
     return comparison
+
+
+def comparison_place(
+    run_dir: str | Path, *, against: str | Path | None, out: str | Path | None
+) -> tuple[Path, str]:
+    """(directory, file name suffix) of a comparison's files: ``out``, else the run directory; against
+    another run, in the run directory, with ``-vs-OTHER`` (the other run directory's name) in the names.
+
+    >>> comparison_place("reports/latest", against="reports/accepted/x y", out=None)
+    (PosixPath('reports/latest'), '-vs-x_y')
+    >>> comparison_place("r", against=None, out=None), comparison_place("r", against="o", out="elsewhere")
+    ((PosixPath('r'), ''), (PosixPath('elsewhere'), ''))
+    """
+    directory = Path(out if out is not None else run_dir)
+    if against is None or directory.resolve() != Path(run_dir).resolve():
+        return directory, ""
+    other = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(against).resolve().name or "other").strip("._") or "other"
+    return directory, f"-vs-{other}"
+
+
+def comparison_paths(run_dir: str | Path, *, against: str | Path | None, out: str | Path | None) -> list[Path]:
+    """The files :func:`compare_runs` writes."""
+    directory, suffix = comparison_place(run_dir, against=against, out=out)
+    return [directory / name for name in comparison_names(suffix)]

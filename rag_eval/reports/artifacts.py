@@ -34,9 +34,20 @@ RESOLUTION_FILE = "resolution.json"
 COMPARISON_FILES = (COMPARE_FILE, "junit.xml", "summary.md")
 
 
-def comparison_files(document: Mapping[str, Any]) -> list[Artifact]:
-    """``compare.json``, ``junit.xml`` (one testcase per gate) and ``summary.md`` (the gate table)."""
-    compare_json, junit, summary = COMPARISON_FILES
+def comparison_names(suffix: str = "") -> tuple[str, str, str]:
+    """The names of a comparison's files, ``suffix`` before each extension.
+
+    >>> comparison_names("-vs-night")
+    ('compare-vs-night.json', 'junit-vs-night.xml', 'summary-vs-night.md')
+    """
+    a, b, c = (f"{stem}{suffix}.{ext}" for stem, _, ext in (name.rpartition(".") for name in COMPARISON_FILES))
+    return a, b, c
+
+
+def comparison_files(document: Mapping[str, Any], suffix: str = "") -> list[Artifact]:
+    """``compare.json``, ``junit.xml`` (one testcase per gate) and ``summary.md`` (the gate table); with
+    ``suffix`` (``-vs-OTHER``: a comparison against another run) ``compare-vs-OTHER.json`` and so on."""
+    compare_json, junit, summary = comparison_names(suffix)
     return [
         JsonFile(compare_json, document),
         TextFile(junit, render_junit(document)),

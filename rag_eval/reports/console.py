@@ -204,8 +204,8 @@ def print_gates(document: Mapping[str, Any], *, console: Any = None) -> None:
             console.print(f"{escape(r['verdict'])} {escape(r['config'])} {escape(r['gate'])}: {escape(r['message'])}")
 
 
-def print_compared(where: str | Path) -> None:
-    print(f"wrote compare.json, junit.xml and summary.md to {where}")
+def print_compared(paths: Sequence[Path]) -> None:
+    print(f"wrote {', '.join(p.name for p in paths)} to {paths[0].parent if paths else '.'}")
 
 
 def print_night(*, first: bool, night: Path, accepted: Path, history: str | Path) -> None:

@@ -281,3 +281,25 @@ def test_the_default_holds_each_configs_own_cap_and_a_budget_is_opted_into() -> 
     budget = "fail max_chunks_per_document <= 2 for pipeline=evidence"
     opted = compare(run, None, gates_from_table({"checks": [budget]}, path="-", text=""))
     assert [(c, g["outcome"]) for c, g in opted.gates] == [("cap3", "fail")] and opted.exit_code == 1
+
+
+def test_a_comparison_against_another_run_says_what_it_paired_and_keeps_the_runs_own_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = two_configs(tmp_path / "latest")
+    make_run(pair_rows(60, "base") + pair_rows(60, "old"), [config("base"), config("old")], baseline="old",
+             directory=tmp_path / "accepted night")  # fmt: skip
+    jobs.compare_runs(tmp_path / "latest")  # the run's own verdict
+    own = {name: (tmp_path / "latest" / name).read_bytes() for name in ("compare.json", "junit.xml", "summary.md")}
+    main(["compare", str(tmp_path / "latest"), "--against", str(tmp_path / "accepted night")])
+    assert {name: (tmp_path / "latest" / name).read_bytes() for name in own} == own  # never overwritten
+    doc = json.loads((tmp_path / "latest" / "compare-vs-accepted_night.json").read_text())
+    assert (tmp_path / "latest" / "junit-vs-accepted_night.xml").is_file()
+    summary = (tmp_path / "latest" / "summary-vs-accepted_night.md").read_text()
+    other = str(tmp_path / "accepted night")
+    expected = [f"paired base with {other}'s base (the same name)",
+                f"paired cand with {other}'s old (no cand there: its baseline)"]  # fmt: skip
+    assert [n for n in doc["notes"] if n.startswith("paired ")] == expected
+    assert all(n in summary for n in expected)
+    assert "compare-vs-accepted_night.json" in capsys.readouterr().out
+    assert run.dir is not None
