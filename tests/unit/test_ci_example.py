@@ -45,3 +45,35 @@ def test_make_nightly_passes_a_server_uri() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^nightly:", makefile, re.M)
     assert "--milvus-uri $(MILVUS_URI)" in makefile
+
+
+PULL_REQUEST = ROOT / "examples" / "ci" / "github-actions-pull-request.yml"
+
+
+def test_pull_request_workflow_compares_with_the_accepted_baseline_and_keeps_one_comment() -> None:
+    data = yaml.safe_load(PULL_REQUEST.read_text())
+    trigger = data.get("on", data.get(True))
+    assert "pull_request" in trigger and "synchronize" in trigger["pull_request"]["types"]  # every push
+    assert data["permissions"]["pull-requests"] == "write"
+    (job,) = data["jobs"].values()
+    steps = job["steps"]
+    by_name = {s.get("name", ""): s for s in steps}
+    runs = "\n".join(str(s.get("run", "")) for s in steps)
+    assert re.search(r"rag-eval run \"\$EXPERIMENT\"", runs)
+    assert re.search(r"rag-eval compare reports/pr --against \"\$ACCEPTED\" --gates nightly", runs)
+    assert job["env"]["ACCEPTED"].startswith("reports/accepted/")
+    # the accepted baseline comes from the main branch's cache and is never written by a PR
+    restores = [s for s in steps if str(s.get("uses", "")).startswith("actions/cache/restore")]
+    assert any("reports/accepted" in str(s["with"]["path"]) for s in restores)
+    assert not any("reports/accepted" in str(s["with"]["path"]) for s in steps if s.get("uses") == "actions/cache@v4")
+    # one comment, found by its hidden marker and updated, else created
+    (comment,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/github-script")]
+    script = comment["with"]["script"]
+    assert "<!-- rag-eval-summary -->" in script and "summary.md" in script
+    assert "listComments" in script and "updateComment" in script and "createComment" in script
+    assert script.index("updateComment") < script.index("createComment")  # an existing comment is updated
+    # the check fails on a failed gate (and on bad input): the compare step's exit code decides
+    compare = by_name["Compare with the accepted baseline"]
+    assert compare["id"] == "compare" and 'echo "code=$?" >> "$GITHUB_OUTPUT"' in compare["run"]
+    final = steps[-1]
+    assert final["if"] == "steps.compare.outputs.code != '0'" and "exit 1" in final["run"]
