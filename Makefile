@@ -1,12 +1,13 @@
 # Every target installs what it needs first, so a fresh clone needs nothing else.
-#   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
-#   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
+#   make eval        the default experiment on embedded Milvus Lite -> reports/latest/ (the runtime only)
+#   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present; the dev tools)
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
 #   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
 PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
 MUTATE_STAMP := $(VENV)/.installed-mutate
@@ -16,12 +17,17 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-full browser test lint bench bench-baseline bench-memory mutate eval nightly embeddings dataset clean
+.PHONY: install install-runtime install-full browser test lint bench bench-baseline bench-memory mutate eval nightly embeddings dataset clean
 
-# core install: the pipeline, the harness, Milvus Lite (no torch, no server)
-$(STAMP): pyproject.toml
+# the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
+$(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUNTIME_STAMP)
+
+# the runtime and the dev tools (pytest, ruff, mypy, import-linter, the test oracles)
+$(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
@@ -38,6 +44,8 @@ $(MUTATE_STAMP): $(STAMP)
 
 install: $(STAMP)
 
+install-runtime: $(RUNTIME_STAMP)
+
 install-full: $(FULL_STAMP)
 
 # Debian's Chromium for the browser test of the HTML report (Playwright drives it; no browser download)
@@ -51,12 +59,12 @@ browser:
 test: $(FULL_STAMP) browser
 	$(BIN)/python -m pytest
 
-eval: $(STAMP)
+eval: $(RUNTIME_STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
 
 # exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure); MILVUS_URI=http://host:19530
 # runs against a Milvus server instead of embedded Milvus Lite
-nightly: $(STAMP)
+nightly: $(RUNTIME_STAMP)
 	$(BIN)/rag-eval nightly $(NIGHTLY_EXPERIMENT) $(if $(MILVUS_URI),--milvus-uri $(MILVUS_URI)) --quiet
 
 lint: $(STAMP)
@@ -93,7 +101,7 @@ bench-memory: $(STAMP)
 embeddings: $(FULL_STAMP)
 	$(BIN)/rag-eval embed datasets/incident-kb
 
-dataset: $(STAMP)
+dataset: $(RUNTIME_STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
 
 clean:
