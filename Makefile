@@ -49,8 +49,10 @@ browser:
 	      || echo "chromium could not be installed: the browser tests will skip (and fail under CI=true)"; \
 	  else echo "no $(CHROMIUM) and no apt-get as root here: the browser tests will skip"; fi; }
 
+# two workers (pytest-xdist); the tests on the Milvus server all run in one of them, one at a time
+TEST_WORKERS ?= 2
 test: $(FULL_STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 eval: $(STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
