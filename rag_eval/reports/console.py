@@ -30,6 +30,7 @@ from rag_eval.metrics.registry import READING_ORDER
 from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.load import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
+from rag_eval.reports.verdict import verdict_sentence
 
 __all__ = [
     "MEASURES",
@@ -194,6 +195,8 @@ def print_gates(document: Mapping[str, Any], *, console: Any = None) -> None:
             escape(r["config"]), escape(r["baseline"]), escape(r["gate"]), r["severity"], r["value"], r["delta"],
             r["interval"], verdict,
         )  # fmt: skip
+    for comparison in document.get("comparisons", []):  # each config's verdict in words, first
+        console.print(escape(verdict_sentence(comparison)), soft_wrap=True)
     console.print(table)
     if document.get("gates_purpose"):
         console.print(f"these gates: {escape(str(document['gates_purpose']))}")

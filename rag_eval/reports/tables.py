@@ -29,6 +29,7 @@ from rag_eval.reports.display import (
     ordered,
     prefers_ratio,
 )
+from rag_eval.reports.verdict import verdict_sentence
 
 HEADLINE_MEASURES = (  # the measures of a verdict line
     "same_doc_multi_chunk_recall",
@@ -57,6 +58,7 @@ class VerdictLine:
     baseline_source: str
     items: tuple[Item, ...]
     gates: tuple[Mapping[str, Any], ...] = ()
+    sentence: str = ""  # the verdict in words (:mod:`rag_eval.reports.verdict`), once compared
 
 
 @dataclass(slots=True, kw_only=True)
@@ -151,6 +153,7 @@ def verdict(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> li
                 baseline_source=str(comp.get("baseline_source", "run")),
                 items=tuple(items),
                 gates=tuple(gates),
+                sentence=verdict_sentence(comp) if compare is not None else "",
             )
         )
     return out

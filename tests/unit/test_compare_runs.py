@@ -303,3 +303,21 @@ def test_a_comparison_against_another_run_says_what_it_paired_and_keeps_the_runs
     assert all(n in summary for n in expected)
     assert "compare-vs-accepted_night.json" in capsys.readouterr().out
     assert run.dir is not None
+
+
+def test_each_configs_verdict_in_words_comes_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """summary.md and the console open with one sentence per config a reviewer can act on, worded from
+    the registry's labels and units and the numbers' one verdict."""
+    two_configs(tmp_path / "run")
+    main(["compare", str(tmp_path / "run")])
+    printed = capsys.readouterr().out
+    doc = json.loads((tmp_path / "run" / "compare.json").read_text())
+    recall = next(m for m in doc["comparisons"][0]["metrics"] if m["metric"] == "same_doc_multi_chunk_recall")
+    low, high = sorted((abs(recall["ci_low"]), abs(recall["ci_high"])))
+    clause = f"same-document multi-chunk recall worse by 0.100 [{low:.3f}, {high:.3f}], significant"
+    sentence = next(line for line in printed.splitlines() if line.startswith("cand vs base: "))
+    assert clause in sentence and "cap compliance (stored doc ids) 100.0% (holds)" in sentence
+    assert printed.index(sentence) < printed.index("gates (")  # before the gate table
+    summary = (tmp_path / "run" / "summary.md").read_text().splitlines()
+    first = next(line for line in summary[1:] if line.strip())
+    assert first.startswith("- **cand vs base: ") and clause in first
