@@ -130,6 +130,9 @@ class RelativeCheck(Check):
         change, worst, best, se = self._change(metric, paired)
         unit = "%" if self.relative else ""
         if not math.isfinite(change):
+            if paired.n == 0:  # e.g. a baseline run written before this measure was recorded
+                return self.result("error", f"{self.metric} is not measured on both sides (n = 0): compare with a "
+                                   "run that records it (accept a new baseline)")  # fmt: skip
             return self.result("error", f"{self.metric}: the change is not defined (n = {paired.n})")
         alpha_each = settings.alpha / max(1, family)  # Holm's first step: a bound for every step
         mde = minimum_detectable(se, alpha=alpha_each, power=settings.power)

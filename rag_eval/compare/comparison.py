@@ -34,7 +34,16 @@ from rag_eval.compare.stats import (
     paired_p_value,
     required_resamples,
 )
-from rag_eval.compare.verdicts import FAMILY_TEXT, MC_ROUNDS, Family, Key, Verdict, decide, gate_alternative
+from rag_eval.compare.verdicts import (
+    FAMILY_TEXT,
+    MC_ROUNDS,
+    Family,
+    Key,
+    Redraw,
+    Verdict,
+    decide,
+    gate_alternative,
+)
 from rag_eval.core.errors import RunDirectoryError
 
 COMPARE_SCHEMA_VERSION = 1
@@ -101,18 +110,7 @@ def compare(
         for i, pairing in enumerate(plan)
     ]
     tested_pairs = {(i, m.name): (m, p) for i, rows in enumerate(results) for m, p, _ in rows if m.tested}
-
-    def redraw(key: Key, round_: int) -> tuple[float | None, float | None]:
-        i, name = key
-        metric, paired = tested_pairs[key]
-        base, cand, _ = units[i][name]
-        more = replace(settings, permutations=(settings.permutations + 1) * 4**round_ - 1)
-        rng = np.random.default_rng([settings.seed, _stable(plan[i], metric), round_])
-        return paired_p_value(
-            base, cand, kind=metric.kind, settings=more, rng=rng, percentile=metric.percentile,
-            alternative=paired.alternative,
-        )  # fmt: skip
-
+    redraw = _redrawer(plan, units, tested_pairs, settings)
     verdicts, redrawn = decide(tested_pairs, families, alpha=settings.alpha, redraw=redraw)
     results = [[(m, redrawn.get((i, m.name), p), ch) for m, p, ch in rows] for i, rows in enumerate(results)]
     gated = [k for k, f in families.items() if f == "gates"]
@@ -182,6 +180,28 @@ def _pairing_notes(
         how = "the same name" if baseline == candidate else f"no {candidate} there: its baseline"
         notes.append(f"paired {candidate} with {against.label}'s {baseline} ({how})")
     return notes
+
+
+def _redrawer(
+    plan: Sequence[_Pairing],
+    units: Sequence[Mapping[str, tuple[np.ndarray, np.ndarray, list[str]]]],
+    tested: Mapping[Key, tuple[Metric, Paired]],
+    settings: Settings,
+) -> Redraw:
+    """A p-value drawn again with 4**round times the resamples, from its own stream of the seed."""
+
+    def redraw(key: Key, round_: int) -> tuple[float | None, float | None]:
+        i, name = key
+        metric, paired = tested[key]
+        base, cand, _ = units[i][name]
+        more = replace(settings, permutations=(settings.permutations + 1) * 4**round_ - 1)
+        rng = np.random.default_rng([settings.seed, _stable(plan[i], metric), round_])
+        return paired_p_value(
+            base, cand, kind=metric.kind, settings=more, rng=rng, percentile=metric.percentile,
+            alternative=paired.alternative,
+        )  # fmt: skip
+
+    return redraw
 
 
 def _families(

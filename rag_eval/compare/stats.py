@@ -292,7 +292,7 @@ def _p_value(
     if exact:
         result = stats.permutation_test(
             (signs,), statistic, permutation_type="samples", vectorized=True, n_resamples=2**n,
-            alternative=alternative, batch=_batch(n),
+            alternative=alternative, batch=_batch(n, 2**n),
         )  # fmt: skip
     else:
 
@@ -301,7 +301,7 @@ def _p_value(
 
         result = stats.monte_carlo_test(
             signs, random_signs, statistic, vectorized=True, n_resamples=settings.permutations,
-            alternative=alternative, batch=_batch(n),
+            alternative=alternative, batch=_batch(n, settings.permutations),
         )  # fmt: skip
     p = float(result.pvalue)
     if not math.isfinite(p):
@@ -326,10 +326,16 @@ RESAMPLED_VALUES = 2_000_000  # values resampled in one vectorised call (16 MB o
 BCA_MAX_UNITS = 5_000
 
 
-def _batch(n: int) -> int | None:
-    """Resamples per vectorised call, so that memory stays bounded whatever the number of units: up to
-    1,000 units all at once (None: as before, the same draws), 100,000 queries 20 at a time."""
-    return None if n <= 1000 else max(1, RESAMPLED_VALUES // n)
+ALL_AT_ONCE = 25_000_000  # values (200 MB of float64) resampled in one call up to 1,000 units
+
+
+def _batch(n: int, resamples: int = 0) -> int | None:
+    """Resamples per vectorised call, so that memory stays bounded whatever the number of units and
+    resamples: up to 1,000 units all at once (None: as before, the same draws) unless a redraw near alpha
+    asks for so many resamples that they would not fit, 100,000 queries 20 at a time."""
+    if n <= 1000 and n * resamples <= ALL_AT_ONCE:
+        return None
+    return max(1, RESAMPLED_VALUES // n)
 
 
 def _bootstrap(
@@ -349,7 +355,7 @@ def _bootstrap(
                 confidence_level=settings.confidence,
                 method=method,
                 rng=rng,
-                batch=_batch(len(data)),
+                batch=_batch(len(data), settings.resamples),
             )
         ci = result.confidence_interval
         if np.all(np.isfinite(np.atleast_1d(ci.low))) and np.all(np.isfinite(np.atleast_1d(ci.high))):
