@@ -326,7 +326,7 @@ RESAMPLED_VALUES = 2_000_000  # values resampled in one vectorised call (16 MB o
 BCA_MAX_UNITS = 5_000
 
 
-ALL_AT_ONCE = 25_000_000  # values (200 MB of float64) resampled in one call up to 1,000 units
+ALL_AT_ONCE = 12_000_000  # values (96 MB of float64) resampled in one call up to 1,000 units
 
 
 def _batch(n: int, resamples: int = 0) -> int | None:
