@@ -34,6 +34,21 @@ VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
 PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
 
 
+def check_run_dir(path: Path) -> None:
+    """Refuse a directory that holds no finished run: its files missing, or not all published."""
+    missing = [name for name in RUN_FILES if not (path / name).is_file()]
+    if missing:
+        raise RunDirectoryError(
+            f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
+            path=str(path),
+        )
+    if not is_finished(path):
+        raise RunDirectoryError(
+            f"the run's files were not all published (no {MARKER}: it stopped while writing them): run it again",
+            path=str(path),
+        )
+
+
 @dataclass(frozen=False, kw_only=True)
 class ComparedRun:
     """One run, from its directory or from memory (a run that is being written)."""
@@ -50,18 +65,7 @@ class ComparedRun:
     @classmethod
     def from_dir(cls, directory: str | Path) -> ComparedRun:
         path = Path(directory)
-        missing = [name for name in RUN_FILES if not (path / name).is_file()]
-        if missing:
-            raise RunDirectoryError(
-                f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
-                path=str(path),
-            )
-        if not is_finished(path):
-            raise RunDirectoryError(
-                f"the run's files were not all published (no {MARKER}: it stopped while writing them): "
-                "run it again",
-                path=str(path),
-            )
+        check_run_dir(path)
         per_query = path / "per_query.parquet"
         try:
             present = set(pq.read_schema(per_query).names)
@@ -111,6 +115,11 @@ class ComparedRun:
     @property
     def label(self) -> str:
         return str(self.dir) if self.dir is not None else "(this run)"
+
+    @property
+    def started(self) -> dict[str, Any]:
+        """The run's start and fingerprint, as ``compare.json`` records the run it compared."""
+        return {"started": self.manifest.get("started"), "fingerprint": self.manifest.get("fingerprint")}
 
     @property
     def experiment(self) -> str:

@@ -33,6 +33,7 @@ from markupsafe import Markup
 
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
+from rag_eval.metrics.measures import unjudged_note
 from rag_eval.reports import figures
 from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import loss_label
@@ -115,6 +116,7 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "baseline": data.baseline,
         "compare": compare,
         "verdict": verdict(summary, compare),
+        "unjudged": unjudged_note(summary),
         "models": {
             str(c.get("name")): str(c.get("models", "")) for c in manifest.get("configs") or () if c.get("models")
         },
