@@ -214,12 +214,12 @@ def _cmd_accept(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from rag_eval.compare.history import DEFAULT_TREND, read_history, trend
+    from rag_eval.compare.history import read_history, trend
     from rag_eval.reports.console import print_history
 
     frame = trend(
         read_history(args.history),
-        metrics=args.metric or DEFAULT_TREND,
+        metrics=args.metric,
         last=args.last,
         config=args.config_name,
         experiment=args.experiment_name,

@@ -103,22 +103,22 @@ def append_history(run: ComparedRun, *, exit_code: int | None, path: str | Path 
 def trend(
     history: pd.DataFrame,
     *,
-    metrics: Sequence[str] = DEFAULT_TREND,
+    metrics: Sequence[str] | None = None,
     last: int | None = None,
     config: str | None = None,
     experiment: str | None = None,
 ) -> pd.DataFrame:
-    """The history's last ``last`` rows of each config (oldest first) with the given metric columns. A metric,
-    config or experiment the history does not hold is refused (naming the flag, suggesting the known ones),
-    unless the history is still empty."""
+    """The history's last ``last`` rows of each config (oldest first) with the given metric columns (None: those
+    of :data:`DEFAULT_TREND` it holds). A metric, config or experiment asked for that the history does not
+    hold is refused (naming the flag, suggesting the known ones), unless the history is still empty."""
     if not history.empty:
         metric_columns = [c for c in history.columns if c not in PROVENANCE_COLUMNS]
-        for metric in metrics:
+        for metric in metrics or ():
             _known("--metric", metric, metric_columns, what="metric column")
         if config is not None:
-            _known("--config", config, history["config"].astype(str).unique(), what="config")
+            _known("--config", config, sorted(history["config"].astype(str).unique()), what="config")
         if experiment is not None and "experiment" in history.columns:
-            _known("--experiment", experiment, history["experiment"].astype(str).unique(), what="experiment")
+            _known("--experiment", experiment, sorted(history["experiment"].astype(str).unique()), what="experiment")
     frame = history
     if experiment is not None:
         frame = frame[frame["experiment"] == experiment]
@@ -127,7 +127,7 @@ def trend(
     frame = frame.sort_values(["date", "config"], kind="stable")
     if last is not None:
         frame = frame.groupby("config", sort=False).tail(last)
-    present = [m for m in metrics if m in frame.columns]
+    present = [m for m in (metrics or DEFAULT_TREND) if m in frame.columns]
     keep = ["date", "experiment", "config", "git_commit", "dataset_checksum", "exit_code", *present]
     return frame[[c for c in keep if c in frame.columns]].reset_index(drop=True)
 
