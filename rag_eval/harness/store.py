@@ -166,9 +166,12 @@ class RunStore:
         return (self.parts_dir / STATE_FILE).is_file()
 
     def check_resumable(self) -> None:
-        """Refuse ``--resume`` before anything runs when there is nothing to resume."""
+        """Refuse ``--resume`` before anything runs when there is nothing to resume, or when a part in
+        ``.parts`` is damaged or not one rag-eval wrote (exit 3 naming it: removed, its batch replays)."""
         if not self.resumable():
             raise ConfigError([ConfigProblem("--resume", f"no unfinished run in {self.dir} (nothing to resume)")])
+        for path in parts.listed(self.parts_dir).values():
+            parts.check_part(path, str(path), advice=parts.REMOVE)
 
     def begin(self, identity: Mapping[str, Any], *, resume: bool) -> set[int]:
         """Prepare ``.parts``; returns the batch numbers already finished (resume only).
@@ -236,8 +239,14 @@ class RunStore:
         """The finished batches' rows in batch order, one part at a time (only ``columns`` when given)."""
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
         found = parts.listed(self.parts_dir)
+        wanted = list(columns) if columns is not None else None
         for number in sorted(found):
-            yield pq.read_table(found[number], schema=schema, columns=list(columns) if columns is not None else None)
+            try:
+                table = pq.read_table(found[number], schema=schema, columns=wanted)
+            except (pa.ArrowException, OSError, ValueError) as exc:  # damaged since it was written
+                why = f"cannot read a finished batch ({exc}): {parts.REMOVE}"
+                raise RunStoreError(why, path=str(found[number])) from exc
+            yield table
 
     def check_parts(self) -> None:
         """Refuse parts in which a (query, config) pair appears twice (read by query index, not text)."""
