@@ -60,7 +60,14 @@ def assert_whole(out: Path, configs: int) -> None:
 
 def worker_processes() -> list[psutil.Process]:
     """This process's Dask worker processes (a LocalCluster's nannies spawn them)."""
-    return [p for p in psutil.Process().children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:  # gone meanwhile
+            continue
+    return found
 
 
 def test_a_worker_killed_mid_run_has_its_batches_run_again(tmp_path: Path) -> None:
