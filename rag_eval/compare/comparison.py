@@ -24,10 +24,9 @@ from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
-from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings
+from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings, unjudged_note
 from rag_eval.compare.stats import Paired, Settings, aggregate, holm, paired_compare, required_resamples
 from rag_eval.core.errors import RunDirectoryError
-from rag_eval.metrics.measures import unjudged_note
 
 COMPARE_SCHEMA_VERSION = 1
 SCHEMA_KEYS = (

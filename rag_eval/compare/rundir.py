@@ -233,3 +233,19 @@ def pairings(run: ComparedRun, against: ComparedRun | None) -> Sequence[tuple[st
         return [(run.baseline, name, "run") for name in run.config_names if name != run.baseline]
     names = set(against.config_names)
     return [(name if name in names else against.baseline, name, "against") for name in run.config_names]
+
+
+def unjudged_note(summary: Mapping[str, Any]) -> str | None:
+    """What a verdict says of a run where most queries have no relevance label (fewer than half judged): its
+    measures rest on the few that have one. None when most are judged.
+
+    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 10}}})
+    'most queries are unjudged: 10 of 40 have a relevance label, and only those are measured'
+    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 20}}}) is None
+    True
+    """
+    counts = (summary.get("configs") or {}).get(summary.get("baseline")) or summary
+    queries, judged = counts.get("queries"), counts.get("judged_queries")
+    if not isinstance(queries, int) or not isinstance(judged, int) or queries <= 0 or 2 * judged >= queries:
+        return None
+    return f"most queries are unjudged: {judged} of {queries} have a relevance label, and only those are measured"

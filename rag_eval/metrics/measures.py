@@ -40,7 +40,7 @@ from rag_eval.metrics.registry import LATENCY_STAGES, MISSION, Measure, measure_
 __all__ = [
     "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "declared_values", "doc_of", "doc_ranking",
     "first_occurrences", "latency_stats", "max_chunks_per_document", "measure_names", "pair_frame", "quantile_ci",
-    "query_values", "same_doc_pairs_of_row", "summarize", "summary_frame", "unjudged_note",
+    "query_values", "same_doc_pairs_of_row", "summarize", "summary_frame",
 ]  # fmt: skip
 
 
@@ -350,22 +350,6 @@ def declared_values(frame: pd.DataFrame, entries: Sequence[Measure], summary: Ma
         elif how.kind == "rate" and how.numerator in frame.columns and how.denominator in frame.columns:
             out[entry.name] = _ratio(float(frame[how.numerator].sum()), float(frame[how.denominator].sum()))
     return out
-
-
-def unjudged_note(summary: Mapping[str, Any]) -> str | None:
-    """What a verdict says of a run where most queries have no relevance label (fewer than half judged): its
-    measures rest on the few that have one. None when most are judged.
-
-    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 10}}})
-    'most queries are unjudged: 10 of 40 have a relevance label, and only those are measured'
-    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 20}}}) is None
-    True
-    """
-    counts = (summary.get("configs") or {}).get(summary.get("baseline")) or summary
-    queries, judged = counts.get("queries"), counts.get("judged_queries")
-    if not isinstance(queries, int) or not isinstance(judged, int) or queries <= 0 or 2 * judged >= queries:
-        return None
-    return f"most queries are unjudged: {judged} of {queries} have a relevance label, and only those are measured"
 
 
 def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -31,9 +31,9 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from rag_eval.compare.rundir import unjudged_note
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
-from rag_eval.metrics.measures import unjudged_note
 from rag_eval.reports import figures
 from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import loss_label
