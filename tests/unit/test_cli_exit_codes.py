@@ -132,8 +132,8 @@ def test_a_fail_gate_and_an_error_gate_together_exit_1(tmp_path: Path, capsys: p
     outcomes = [g["outcome"] for c in json.loads((run / "compare.json").read_text())["comparisons"] for g in c["gates"]]
     assert sorted(outcomes) == ["error", "fail"]
     assert (run / "summary.md").read_text().startswith("## rag-eval gates: synthetic: FAIL")
-    readme = (SHIPPED.parents[1] / "README.md").read_text()
-    section = readme.split("### Exit codes", 1)[1].split("###", 1)[0]
+    harness = (SHIPPED.parents[1] / "docs" / "harness.md").read_text()
+    section = harness.split("## Exit codes", 1)[1].split("\n#", 1)[0]
     assert "a `fail` gate fired and another could not be evaluated: 1" in " ".join(section.split())
 
 
