@@ -143,7 +143,7 @@ def compare(
         "power": settings.power,
         "multiple_testing": FAMILY_TEXT,
         "monte_carlo": f"p-values within 3 Monte Carlo standard errors of alpha (after Holm) redrawn with 4x "
-        f"the resamples, {MC_ROUNDS} times at most; p_mc_error is the standard error left",
+        f"the resamples ({MC_ROUNDS} time at most); p_mc_error is the standard error left",
         "run": {"dir": run.label, "experiment": run.experiment, **run.started},
         "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
         "queries_compared": len(queries),

@@ -16,8 +16,9 @@ one-sided for a gate, from the same bootstrap resamples) on the side of zero the
 never sits beside an interval that includes zero.
 
 Monte Carlo p-values carry a standard error; one whose Holm-adjusted value lies within
-:data:`MC_Z` standard errors of alpha is drawn again with four times the resamples (twice at most), so a
-verdict is not the luck of one seed; the error left is reported (``p_mc_error``).
+:data:`MC_Z` standard errors of alpha is drawn again with four times the resamples (once: the cost of a
+comparison stays that of one draw or so), so a verdict is not the luck of one seed; the error left is
+reported (``p_mc_error``).
 
 >>> round(step_level(0.05, family=4, rank=0), 4), step_level(0.05, family=4, rank=3)
 (0.0125, 0.05)
@@ -37,7 +38,7 @@ from rag_eval.compare.stats import Alternative, Paired, bound, holm
 
 Family = Literal["gates", "descriptive"]
 MC_Z = 3.0  # a p-value this many Monte Carlo standard errors from the threshold is settled
-MC_ROUNDS = 2  # draws of four times the resamples, at most, for a p-value near the threshold
+MC_ROUNDS = 1  # a draw of four times the resamples, at most, for a p-value near the threshold
 FAMILY_TEXT = (
     "Holm within two families: the metrics a relative gate names (one-sided, in the gate's direction, over the "
     "relative gates of every comparison) and every other tested metric (two-sided); identical values (p = 1), "

@@ -157,16 +157,16 @@ def test_the_same_rows_in_another_order_give_the_same_p_values_and_verdicts() ->
 
 
 def test_a_p_value_near_alpha_is_redrawn_until_the_flag_does_not_depend_on_the_seed() -> None:
-    """A mean difference whose exact two-sided p is about 0.048: at 4,999 resamples its flag depends on
+    """A mean difference whose exact two-sided p is about 0.044: at 4,999 resamples its flag depends on
     the seed; redrawn near alpha, the flag is the same for every seed, and its Monte Carlo error is told."""
     rng = np.random.default_rng(0)
     d = rng.normal(0.0, 1.0, 300)
-    d += 1.995 * d.std() / math.sqrt(300) - d.mean()  # a t statistic of about 2.0: p about 0.046
+    d += 2.01 * d.std() / math.sqrt(300) - d.mean()  # a t statistic of about 2.0: p about 0.044
     a = np.zeros(300)
     metric = find_metric(catalog(CUTOFFS), "chunk:nDCG@5")
     settings = Settings(resamples=99, permutations=4999)
     first_draws, flags, errors = [], [], []
-    for seed in range(20):
+    for seed in range(40):
         p = paired_compare(a, d, kind="mean", settings=settings, rng=np.random.default_rng(seed))
         first_draws.append(p.p_value is not None and p.p_value < 0.05)
 
@@ -182,8 +182,8 @@ def test_a_p_value_near_alpha_is_redrawn_until_the_flag_does_not_depend_on_the_s
         errors.append(verdict.p_mc_error)
     assert len(set(first_draws)) == 2  # one draw of 4,999: the seed decides
     assert len(set(flags)) == 1
-    # settled: at least 3 standard errors from alpha (after up to 16x the resamples), the error told
-    assert all(e is not None and 0 < e < 0.0031 for e in errors) and min(errors) < 0.001  # type: ignore[operator]
+    # settled: redrawn with 4x the resamples where it lay within 3 standard errors of alpha, the error told
+    assert all(e is not None and 0 < e < 0.0031 for e in errors) and min(errors) < 0.002  # type: ignore[operator]
 
 
 def test_compare_json_reports_the_monte_carlo_error() -> None:
