@@ -1,6 +1,7 @@
 # Every target installs what it needs first, so a fresh clone needs nothing else.
 #   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
+#   make existing    a collection built elsewhere (LangChain's ingest, into a Lite file), replayed as it is
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
 #   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
 PYTHON ?= python3.11
@@ -16,7 +17,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-full browser test lint bench bench-baseline bench-memory mutate eval nightly embeddings dataset clean
+.PHONY: install install-full browser test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
 
 # core install: the pipeline, the harness, Milvus Lite (no torch, no server)
 $(STAMP): pyproject.toml
@@ -53,6 +54,21 @@ test: $(FULL_STAMP) browser
 
 eval: $(STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
+
+# the existing-collection example: LangChain's splitter and Milvus store build reports/milvus/incident-kb-langchain.db
+# (once), then rag_eval replays that collection read-only with labels resolved onto its chunks by content
+EXISTING_DB := reports/milvus/incident-kb-langchain.db
+EXAMPLE_STAMP := $(VENV)/.installed-example
+
+$(EXAMPLE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[example]'
+	@touch $(EXAMPLE_STAMP)
+
+$(EXISTING_DB): | $(EXAMPLE_STAMP)
+	$(BIN)/python examples/existing-collection/build_langchain.py --uri $(EXISTING_DB)
+
+existing: $(EXAMPLE_STAMP) $(EXISTING_DB)
+	$(BIN)/rag-eval run datasets/incident-kb/experiments/existing.toml --out reports/existing
 
 # exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure); MILVUS_URI=http://host:19530
 # runs against a Milvus server instead of embedded Milvus Lite

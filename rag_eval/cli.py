@@ -244,6 +244,18 @@ def _cmd_load(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from rag_eval.jobs.inspect import inspect
+    from rag_eval.reports.console import print_inspect
+
+    found = inspect(args.uri, args.collection, load=args.load, rows=args.rows, token_env=args.token_env)
+    print_inspect(
+        found.info, backend=found.backend, shown_uri=found.target.redacted_uri, collections=found.collections,
+        samples=found.samples, suggestion=found.suggestion, load_default=found.load_default,
+    )  # fmt: skip
+    return EXIT_OK
+
+
 # -- the parser --------------------------------------------------------------------------------
 
 COMMAND_FUNCTIONS: dict[str, Command] = {
@@ -256,6 +268,7 @@ COMMAND_FUNCTIONS: dict[str, Command] = {
     "nightly": _cmd_nightly,
     "load": _cmd_load,
     "embed": _cmd_embed,
+    "inspect": _cmd_inspect,
 }
 
 

@@ -3,7 +3,7 @@ adds its flags to its parser; :mod:`rag_eval.cli` builds the parser from it and 
 function. Flags only: nothing here reads a file or imports more than the default folders.
 
 >>> [name for name, _, _ in COMMANDS]
-['config', 'ingest', 'run', 'compare', 'accept', 'history', 'nightly', 'load', 'embed']
+['config', 'ingest', 'run', 'compare', 'accept', 'history', 'nightly', 'load', 'embed', 'inspect']
 """
 
 from __future__ import annotations
@@ -145,6 +145,18 @@ def embed_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
+def inspect_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("uri", help="a Milvus Lite file or http(s)://host:port (a server or cluster)")
+    p.add_argument("--collection", help="the collection to describe (without it: the collections there)")
+    p.add_argument("--rows", type=int, default=3, help="sample rows to show (default 3, at most 50)")
+    p.add_argument(
+        "--load", action="store_true",
+        help="load a server's collection that is not loaded, to show rows (loading changes no data)",
+    )  # fmt: skip
+    p.add_argument("--token-env", default="RAG_EVAL_MILVUS_TOKEN", help="environment variable holding the token")
+    p.add_argument("-q", "--quiet", action="store_true", help="(nothing to quiet: accepted like every command's)")
+
+
 COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
     ("config", "validate a RagConfig (.properties or .toml) and print the effective settings", config_flags),
     ("ingest", "chunk, embed and write a data set into Milvus (reused when unchanged)", ingest_flags),
@@ -159,5 +171,10 @@ COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
         load_flags,
     ),
     ("embed", "write a data set's precomputed vectors (needs the embed extra)", embed_flags),
+    (
+        "inspect",
+        "describe a collection built elsewhere (schema, index, rows, load state) and suggest its [collection] table",
+        inspect_flags,
+    ),
 )
 CLUSTER_COMMANDS = ("run", "nightly")  # their query batches can be replayed on Dask workers

@@ -71,8 +71,15 @@ class Existing:
         return {**self.info.as_dict(), "fingerprint": self.fingerprint, "fields": self.fields.as_table(),
                 "partitions_searched": list(self.spec.partitions)}  # fmt: skip
 
+    def document(self) -> dict[str, Any]:
+        """``resolution.json``: the report, and where every row read was located (or that it was not)."""
+        rows = [{"pk": loc.pk, "stored_doc_id": loc.stored_doc_id, "doc_id": loc.doc_id, "start": loc.start,
+                 "end": loc.end, "how": loc.how.value, "score": loc.score, "placed_by_rule": loc.ambiguous,
+                 "chunk": self.resolution.chunk_of.get(loc.pk)} for loc in self.resolution.locations]  # fmt: skip
+        return {**self.report(), "evidence_not_in_collection": sorted(self.resolution.uncovered), "locations": rows}
+
     def report(self) -> dict[str, Any]:
-        """The resolution report (``resolution.json``, and the report's section)."""
+        """The resolution report (``summary.json``'s ``resolution``, and the report's section)."""
         return {
             **self.resolution.report(),
             "collection": self.info.name,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.embed.embedders import EmbedderSpec
 from rag_eval.harness.experiment import Experiment
 from rag_eval.harness.ingest import IngestResult, ensure_collection
@@ -14,6 +15,9 @@ from rag_eval.harness.vectors import write_vectors
 def ingest(exp: Experiment, *, force: bool = False, progress: Progress | None = None) -> IngestResult:
     """Chunk, embed and write the data set into its collection (reused when its manifest matches,
     unless ``force``)."""
+    if exp.existing is not None:
+        why = "a [collection] experiment replays a collection built elsewhere as it is: nothing to ingest"
+        raise ConfigError([ConfigProblem("collection", why)])
     prog = progress or Progress(quiet=True)
     prep = prepare(exp)
     return ensure_collection(

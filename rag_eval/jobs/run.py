@@ -119,12 +119,13 @@ def publish(exp: Experiment, prep: Prepared, replayed: Replayed, run: ComparedRu
     """Every artifact of the run, staged, then published as a set (the completion marker last). A failure
     while staging leaves the previous run's files as they were."""
     store = replayed.store
+    resolution = prep.existing.document() if prep.existing is not None else None
     publish_run(
         store,
         prep,
         names=[c.name for c in exp.configs],
         provenance=run.summary["provenance"],
         rankings=trec_rankings(store.iter_parts(RANKING_COLUMNS)),
-        artifacts=run_files(run.summary, run.manifest, comparison.document, replayed.load),
+        artifacts=run_files(run.summary, run.manifest, comparison.document, replayed.load, resolution=resolution),
         render=html_report(store.dir),
     )

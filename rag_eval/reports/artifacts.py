@@ -30,6 +30,7 @@ from rag_eval.reports.rundata import COMPARE_FILE
 from rag_eval.reports.summary import render_summary
 
 REPORT_MD = "report.md"
+RESOLUTION_FILE = "resolution.json"
 COMPARISON_FILES = (COMPARE_FILE, "junit.xml", "summary.md")
 
 
@@ -57,11 +58,14 @@ def run_files(
     manifest: Mapping[str, Any],
     comparison: Mapping[str, Any],
     load: LoadResult | None,
+    resolution: Mapping[str, Any] | None = None,
 ) -> list[Artifact]:
-    """Every rendered file of a run, in the order they are written: ``summary.json``, the load files,
-    ``report.md``, the comparison's, and ``manifest.json`` last."""
+    """Every rendered file of a run, in the order they are written: ``summary.json`` (and, for a collection
+    built elsewhere, ``resolution.json``: where each of its rows was located), the load files, ``report.md``,
+    the comparison's, and ``manifest.json`` last."""
     return [
         JsonFile("summary.json", summary),
+        *((JsonFile(RESOLUTION_FILE, resolution),) if resolution is not None else ()),
         *(load_files(load) if load is not None else ()),
         TextFile(REPORT_MD, render_markdown(dict(summary), dict(manifest))),
         *comparison_files(comparison),

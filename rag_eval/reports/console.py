@@ -32,9 +32,22 @@ from rag_eval.reports.load import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
 
 __all__ = [
-    "MEASURES", "console_measures", "describe_load", "describe_run", "print_accepted", "print_compared",
-    "print_embedded", "print_gates", "print_history", "print_ingested", "print_load", "print_night", "print_run",
-    "print_settings", "summary_table",
+    "MEASURES",
+    "console_measures",
+    "describe_load",
+    "describe_run",
+    "print_accepted",
+    "print_compared",
+    "print_embedded",
+    "print_gates",
+    "print_history",
+    "print_ingested",
+    "print_inspect",
+    "print_load",
+    "print_night",
+    "print_run",
+    "print_settings",
+    "summary_table",
 ]  # fmt: skip
 
 if TYPE_CHECKING:
@@ -119,6 +132,17 @@ def summary_table(summary: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
 def describe_run(exp: Experiment, out: Path) -> str:
     """The settings a run uses, defaults included, in one line for the start of the run."""
     configs = ", ".join(f"{c.name} ({c.config.pipeline.value})" for c in exp.configs)
+    if exp.existing is not None:  # a collection built elsewhere: its own chunks, schema and index
+        spec = exp.existing
+        fields = ", ".join(f"{k}={v}" for k, v in spec.fields.items())
+        partitions = f", partitions {', '.join(spec.partitions)}" if spec.partitions else ""
+        return (
+            f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), embedder {exp.embedder_model}, "
+            f"collection {spec.name} at Milvus {exp.target.redacted_uri}, replayed as it is (fields {fields}"
+            f"{partitions}; at most {spec.max_unresolved:.1%} of its rows unlocated), configs {configs}, "
+            f"baseline {exp.baseline}, queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; "
+            f"run directory {out}"
+        )
     return (
         f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
         f"embedder {exp.embedder_model}, ingest profile {exp.profile.name}, Milvus {exp.target.redacted_uri} "
@@ -231,6 +255,29 @@ def print_ingested(result: IngestResult) -> None:
         f"{result.collection} at {result.target.redacted_uri}: {state} ({result.reason}), "
         f"{result.rows} rows, {result.embedded} texts embedded, {result.seconds:.1f} s"
     )
+
+
+def print_inspect(
+    info: Any, *, backend: str, shown_uri: str, collections: Sequence[str], samples: Any, suggestion: Any,
+    load_default: bool,
+) -> None:
+    """``rag-eval inspect``: the collections at a URI, or one collection and a suggested table (the
+    collection's own names and values printed as text, never as rich markup)."""
+    from rich.console import Console
+
+    from rag_eval.reports.collection import inspect_lines
+
+    console = Console(width=200, highlight=False)
+    if info is None:
+        count = f"{len(collections)} collection{'' if len(collections) == 1 else 's'}"
+        console.print(f"{shown_uri} ({backend}): {count}", markup=False)
+        for name in collections:
+            console.print(f"  {name}", markup=False)
+        return
+    lines = inspect_lines(info, shown_uri=shown_uri, backend=backend, samples=samples, suggestion=suggestion,
+                          load_default=load_default)  # fmt: skip
+    for line in lines:
+        console.print(line, markup=False)
 
 
 def print_embedded(files: Sequence[Path], written: Sequence[Path], embedded: int) -> None:

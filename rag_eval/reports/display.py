@@ -184,7 +184,7 @@ def prefers_ratio(m: Measure) -> bool:
     return m.unit == "us"
 
 
-_LOSS_ORDER = ("not_retrieved", "dedup", "document_dedup", "cap", "return_n")
+_LOSS_ORDER = ("not_in_collection", "not_retrieved", "dedup", "document_dedup", "cap", "return_n")
 
 
 def loss_order(stage: str) -> int:

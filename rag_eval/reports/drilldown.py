@@ -60,6 +60,8 @@ class Drilldown:
 
 
 def stage_note(stage: str, *, n_hits: int) -> str:
+    if stage == "not_in_collection":
+        return "evidence no row of the collection holds: it could not be retrieved by any config"
     if stage == "not_retrieved":
         return f"not among the {n_hits} hits of this config; the weakest hit that made it:"
     if stage == "dedup":

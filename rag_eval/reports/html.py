@@ -34,6 +34,7 @@ from markupsafe import Markup
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
 from rag_eval.reports import figures
+from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
 from rag_eval.reports.load import load_rows
@@ -133,6 +134,7 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "reproduce": reproduce_command(manifest, str(data.dir)),
         "run_dir": str(data.dir),
         "manifest_json": json.dumps(manifest, indent=2, ensure_ascii=False),
+        "collection_rows": resolution_rows(summary["resolution"]) if summary.get("resolution") else None,
         "css": _asset("report.css"),
         "script": _asset("report.js"),
         "script_hash": _script_hash(),

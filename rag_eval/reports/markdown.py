@@ -23,6 +23,7 @@ import jinja2
 
 from rag_eval.metrics.perquery import KIND_LABELS
 from rag_eval.metrics.registry import LATENCY_STAGES
+from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.templating import environment
 
@@ -107,4 +108,5 @@ def render_markdown(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
         names=names,
         identity=identity_rows(summary, names),
         stages=LATENCY_STAGES,
+        collection_rows=resolution_rows(summary["resolution"]) if summary.get("resolution") else None,
     )

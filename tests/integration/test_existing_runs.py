@@ -295,6 +295,10 @@ def test_the_example_runs_read_only_on_lite_and_the_server(example_on: tuple[str
     assert summary["collection"]["name"] == name and summary["collection"]["fingerprint"] == res["fingerprint"]
     after = _state(uri)
     assert after == before
+    document = json.loads((tmp_path / "run" / "resolution.json").read_text())
+    assert len(document["locations"]) == res["rows"] and {r["how"] for r in document["locations"]} == {"exact"}
+    assert "## The collection and its labels" in (tmp_path / "run" / "report.md").read_text()
+    assert 'id="collection"' in (tmp_path / "run" / "report.html").read_text()
     lost = rows_of(tmp_path / "run")
     assert lost["relevant_chunks"].map(len).sum() > 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -221,4 +222,54 @@ def test_server_collections_are_not_loaded_by_a_read_that_may_not(
     with pytest.raises(CollectionNotLoadedError, match="not loaded"):
         ForeignCollection(target, load=False)
     assert client.get_load_state(collection_name)["state"].name == "NotLoad"
+    client.close()
+
+
+def test_inspect_lists_describes_and_suggests(lite_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``rag-eval inspect``: the collections at a URI; one collection's schema, index, rows, samples and a
+    suggested table that a run accepts as it is; bad arguments exit 2 naming them, nothing created."""
+    from rag_eval.cli import main
+
+    if importlib.util.find_spec("langchain_milvus") is None:
+        pytest.skip("langchain_milvus is not installed")
+    langchain(lite_uri, "kb_json", "json")
+    by_hand(lite_uri, "by_hand", "json")
+    assert main(["inspect", lite_uri]) == 0
+    out = capsys.readouterr().out
+    assert "2 collections" in out and "  by_hand" in out and "  kb_json" in out
+    assert main(["inspect", lite_uri, "--collection", "kb_json", "--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "looks like: langchain-milvus" in out and "rows: 4; load state: Loaded" in out
+    assert "index AUTOINDEX, metric L2" in out and "sample rows (2):" in out
+    assert 'doc_id = "metadata.doc_id"' in out and "load = true" in out
+    for argv, named in (
+        (["inspect", lite_uri, "--collection", "nope"], "--collection"),
+        (["inspect", lite_uri + ".missing"], "URI"),
+        (["inspect", "127.0.0.1:19530"], "URI"),
+        (["inspect", lite_uri, "--collection", "kb_json", "--rows", "-1"], "--rows"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.endswith(f"@ {named}"), err
+    assert not Path(lite_uri + ".missing").exists()
+
+
+def test_inspect_describes_an_unloaded_server_collection_without_loading_it(
+    server_uri: str, collection_name: str, drop_after: Callable[[str, str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pymilvus import MilvusClient
+
+    from rag_eval.cli import main
+
+    drop_after(server_uri, collection_name)
+    by_hand(server_uri, collection_name, "llama")
+    client = MilvusClient(server_uri)
+    client.release_collection(collection_name)
+    assert main(["inspect", server_uri, "--collection", collection_name]) == 0
+    out = capsys.readouterr().out
+    assert "load state: NotLoad" in out and "not loaded: sample rows and a suggested table need it loaded" in out
+    assert client.get_load_state(collection_name)["state"].name == "NotLoad"
+    assert main(["inspect", server_uri, "--collection", collection_name, "--load"]) == 0
+    out = capsys.readouterr().out
+    assert "looks like: llama-index-vector-stores-milvus" in out and 'start = "_node_content.start_char_idx"' in out
     client.close()

@@ -16,6 +16,7 @@ import pytest
 from rag_eval import jobs
 from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
 from tests.conftest import SHIPPED
+from tests.integration.test_existing_runs import example_collection
 from tests.integration.test_harness_lite import check_against_pytrec_eval, read_trec_qrels, read_trec_run
 from tests.unit.frames import per_query_frame
 from tests.unit.measures_equivalence import assert_same_measures
@@ -37,6 +38,8 @@ def shipped_run(request: pytest.FixtureRequest, lite: Path) -> Iterator[tuple[Ex
         load_experiment(SHIPPED / "experiments" / f"{request.param}.toml"), milvus_uri=str(lite / "milvus.db")
     )
     exp = replace(exp, cache_dir=lite / "cache")
+    if exp.existing is not None:  # replayed as another team built it: build that collection first
+        example_collection(str(lite / "milvus.db"), exp.existing.name)
     out = lite / request.param
     jobs.run_experiment(exp, out)
     yield exp, out

@@ -89,6 +89,9 @@ def with_overrides(
         )
         if value is not None
     }  # fmt: skip
+    if collection is not None and exp.existing is not None:  # the collection built elsewhere to replay
+        changes.pop("collection")
+        changes["existing"] = replace(exp.existing, name=collection)
     if dataset is not None and (why := path_problem(dataset)):
         problems.append(ConfigProblem("--dataset", why))
     elif dataset is not None:

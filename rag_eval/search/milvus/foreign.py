@@ -276,7 +276,8 @@ class CollectionRows:
 
 class ForeignCollection:
     """One collection built elsewhere, opened to be read: described at once, loaded only when ``load``
-    (a collection that is not loaded is refused otherwise), closed with the block.
+    (a collection that is not loaded is refused otherwise, unless ``describe_only``: its description then,
+    and no rows), closed with the block.
 
     >>> import tempfile
     >>> from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore, SearchTarget
@@ -293,13 +294,13 @@ class ForeignCollection:
     >>> tmp.cleanup()
     """
 
-    def __init__(self, target: SearchTarget, *, load: bool) -> None:
+    def __init__(self, target: SearchTarget, *, load: bool, describe_only: bool = False) -> None:
         self.target = target
         self.name = name = collection_of(target)
         self._conn = Connection(target)
         try:
             info = describe_any(self._conn, name)
-            if info.load_state != "Loaded":
+            if info.load_state != "Loaded" and not describe_only:
                 ensure_loaded(self._conn, name, load)
                 info = describe_any(self._conn, name)
             self.info = info
@@ -325,3 +326,16 @@ class ForeignCollection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def collections_at(target: SearchTarget) -> tuple[str, list[str]]:
+    """What answers at the target's URI (``Milvus Lite 3.2.2``, ``Milvus server v2.3.5``) and the
+    collections it holds, sorted: what ``rag-eval inspect URI`` shows without ``--collection``."""
+    conn = Connection(target)
+    try:
+        version = conn.call("get server version", conn.client.get_server_version, budget=conn.timeout)
+        names = conn.call("list collections", conn.client.list_collections, budget=conn.timeout)
+        kind = "Milvus Lite" if conn.kind == "lite" else "Milvus server"
+        return f"{kind} {version}", sorted(str(n) for n in names)
+    finally:
+        conn.close()
