@@ -85,6 +85,15 @@ def drop_session(url: str) -> None:
         pass  # a leftover empty directory holds nothing anyone reads
 
 
+def is_whole(path: Path) -> bool:
+    """Whether ``path`` is a whole Parquet file of the run's rows."""
+    try:
+        _check(path, str(path))
+    except RunStoreError:
+        return False
+    return True
+
+
 def _check(path: Path, shown: str) -> None:
     """Refuse a part that is not a whole Parquet file of the run's rows (cut short, or another file)."""
     try:
