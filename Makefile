@@ -1,6 +1,6 @@
 # Every target installs what it needs first, so a fresh clone needs nothing else.
-#   make eval        the default experiment on embedded Milvus Lite -> reports/latest/
-#   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present)
+#   make eval        the default experiment on embedded Milvus Lite -> reports/latest/ (the runtime only)
+#   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present; the dev tools)
 #   make existing    a collection built elsewhere (LangChain's ingest, into a Lite file), replayed as it is
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
 #   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
@@ -8,6 +8,7 @@ PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
 MUTATE_STAMP := $(VENV)/.installed-mutate
@@ -17,12 +18,17 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-full browser test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
+.PHONY: install install-runtime install-full browser test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
 
-# core install: the pipeline, the harness, Milvus Lite (no torch, no server)
-$(STAMP): pyproject.toml
+# the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
+$(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUNTIME_STAMP)
+
+# the runtime and the dev tools (pytest, ruff, mypy, import-linter, the test oracles)
+$(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
@@ -39,6 +45,8 @@ $(MUTATE_STAMP): $(STAMP)
 
 install: $(STAMP)
 
+install-runtime: $(RUNTIME_STAMP)
+
 install-full: $(FULL_STAMP)
 
 # Debian's Chromium for the browser test of the HTML report (Playwright drives it; no browser download)
@@ -49,10 +57,12 @@ browser:
 	      || echo "chromium could not be installed: the browser tests will skip (and fail under CI=true)"; \
 	  else echo "no $(CHROMIUM) and no apt-get as root here: the browser tests will skip"; fi; }
 
+# two workers (pytest-xdist); the tests on the Milvus server all run in one of them, one at a time
+TEST_WORKERS ?= 2
 test: $(FULL_STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-eval: $(STAMP)
+eval: $(RUNTIME_STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
 
 # the existing-collection example: LangChain's splitter and Milvus store build reports/milvus/incident-kb-langchain.db
@@ -60,7 +70,7 @@ eval: $(STAMP)
 EXISTING_DB := reports/milvus/incident-kb-langchain.db
 EXAMPLE_STAMP := $(VENV)/.installed-example
 
-$(EXAMPLE_STAMP): $(STAMP)
+$(EXAMPLE_STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[example]'
 	@touch $(EXAMPLE_STAMP)
 
@@ -72,7 +82,7 @@ existing: $(EXAMPLE_STAMP) $(EXISTING_DB)
 
 # exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure); MILVUS_URI=http://host:19530
 # runs against a Milvus server instead of embedded Milvus Lite
-nightly: $(STAMP)
+nightly: $(RUNTIME_STAMP)
 	$(BIN)/rag-eval nightly $(NIGHTLY_EXPERIMENT) $(if $(MILVUS_URI),--milvus-uri $(MILVUS_URI)) --quiet
 
 lint: $(STAMP)
@@ -109,7 +119,7 @@ bench-memory: $(STAMP)
 embeddings: $(FULL_STAMP)
 	$(BIN)/rag-eval embed datasets/incident-kb
 
-dataset: $(STAMP)
+dataset: $(RUNTIME_STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
 
 clean:

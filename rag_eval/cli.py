@@ -274,17 +274,19 @@ COMMAND_FUNCTIONS: dict[str, Command] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` parser: a sub-command per job, its flags from :mod:`rag_eval.cli_flags`."""
-    from rag_eval.cli_flags import CLUSTER_COMMANDS, COMMANDS
+    from rag_eval.cli_flags import CLUSTER_COMMANDS, COMMANDS, PATHS, global_flags
 
     parser = argparse.ArgumentParser(
         prog="rag-eval",
         description="Replay labelled queries against Milvus through the RAG post-processing pipeline, "
         "measure, compare and gate configs.",
+        epilog=f"{PATHS} Exit codes: 0 pass, 1 a fail gate fired, 2 bad usage or input, 3 infrastructure, 70 a bug.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text, add_flags in COMMANDS:
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=PATHS)
+        global_flags(p)
         add_flags(p)
         if name in CLUSTER_COMMANDS:
             _add_cluster_args(p)

@@ -16,9 +16,24 @@ from rag_eval.harness import folders
 AddFlags = Callable[[argparse.ArgumentParser], None]
 
 
+PATHS = (
+    "Paths: every path in an experiment file ([dataset] path, properties, vectors_dir, cache_dir, a gates file, a "
+    "Milvus Lite uri) is relative to that file; a path on the command line is relative to the working directory; "
+    "what neither names is written under reports/ in the working directory."
+)
+
+
+def global_flags(p: argparse.ArgumentParser) -> None:
+    """The flags every command takes, in the same place (after the command)."""
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars (every command takes it)")
+
+
 def experiment_flags(p: argparse.ArgumentParser) -> None:
     """The experiment file and the flags that override its main settings."""
-    p.add_argument("experiment", nargs="?", help="experiment TOML file (optional with --dataset)")
+    p.add_argument(
+        "experiment", nargs="?",
+        help="experiment TOML file (optional with --dataset); its paths are relative to it",
+    )  # fmt: skip
     p.add_argument("--dataset", help="BEIR data set directory (overrides the experiment's)")
     p.add_argument("--split", help="qrels split (default: the experiment's, else test)")
     p.add_argument(
@@ -35,7 +50,6 @@ def experiment_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile", help="ingest profile: clean or production (default: the experiment's, else production)"
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
 def gate_flags(p: argparse.ArgumentParser) -> None:
@@ -142,7 +156,6 @@ def embed_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", help="qrels split (default test)")
     p.add_argument("--model", help="sentence-transformers model (default all-MiniLM-L6-v2)")
     p.add_argument("--cache-dir", default="reports/cache/embeddings", help="embedding cache directory")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
 def inspect_flags(p: argparse.ArgumentParser) -> None:
@@ -154,7 +167,6 @@ def inspect_flags(p: argparse.ArgumentParser) -> None:
         help="load a server's collection that is not loaded, to show rows (loading changes no data)",
     )  # fmt: skip
     p.add_argument("--token-env", default="RAG_EVAL_MILVUS_TOKEN", help="environment variable holding the token")
-    p.add_argument("-q", "--quiet", action="store_true", help="(nothing to quiet: accepted like every command's)")
 
 
 COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (

@@ -43,7 +43,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         COSTS.write_text(json.dumps({**known, **_phase_seconds}))
 
 
+SERVER_GROUP = "milvus-server"
+
+
+def uses_the_server(item: pytest.Item) -> bool:
+    """Whether a test talks to the session's Milvus server (marked so, or asks for it by fixture)."""
+    if item.get_closest_marker("milvus_server") is not None or "server_uri" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any("server" in str(v) for v in callspec.params.values())
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the Milvus server run one at a time in one worker; under a mutant, the cheapest first."""
+    for item in items:  # with pytest-xdist's --dist loadgroup (make test): one server per machine, shared
+        if uses_the_server(item):
+            item.add_marker(pytest.mark.xdist_group(SERVER_GROUP))
+    order_for_mutants(items)
+
+
+def order_for_mutants(items: list[pytest.Item]) -> None:
     """Under a mutant (``make mutate``), run the cheapest of the selected tests first.
 
     mutmut stops at a mutant's first failing test (``-x``), so the order decides only how soon a

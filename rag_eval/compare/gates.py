@@ -237,7 +237,7 @@ class GateSet:
             metric = by_name.get(check.metric)
             if metric is None:
                 close = difflib.get_close_matches(check.metric, list(by_name), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
+                hint = f" (did you mean {close[0]!r}?)" if close else " (see docs/measures.md for the metric names)"
                 raise check.error(f"unknown metric {quoted(check.metric)} for these runs{hint}")
             if isinstance(check, RelativeCheck):
                 if not metric.tested:
@@ -278,7 +278,7 @@ def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteChe
         )  # fmt: skip
     if not load and metric not in _known_names() and not _STANDARD.match(metric):
         close = difflib.get_close_matches(metric, sorted(_known_names()), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else " (see the README for the metric names)"
+        hint = f" (did you mean {close[0]!r}?)" if close else " (see docs/measures.md for the metric names)"
         raise GatesError(f"unknown metric {quoted(metric)}{hint}", path=path, line=line, check=spec)
     timed = metric.startswith("latency:") or (load and not metric.startswith("load:qps"))
     if unit in _TIME_UNITS and not timed:

@@ -1,6 +1,6 @@
 """Every per-query measure, computed column-wise from the per-query table (pyarrow).
 
-The definitions are those of :mod:`rag_eval.metrics.measures` and the README (the standard measures, the
+The definitions are those of :mod:`rag_eval.metrics.measures` and docs/measures.md (the standard measures, the
 duplicate and cap rules, the same-document pairs); here they run on whole columns: a list column
 is flattened to (row, code) arrays (:mod:`rag_eval.metrics.columns`), per-row results are
 ``np.bincount`` sums, and Python runs once per distinct string, never per row. Sums add a row's

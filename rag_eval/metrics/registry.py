@@ -179,10 +179,10 @@ PAYLOAD: tuple[Measure, ...] = (
         unit="chars", digits=0, compared=Compared(kind="percentile", column="payload_chars", percentile=95),
     ),
     Measure(
-        name="payload:blocks_p50", label="blocks p50", group="payload", higher_is_better=None, unit="count", digits=3,
+        name="payload:blocks_p50", label="blocks p50", group="payload", higher_is_better=None, unit="count", digits=1,
     ),
     Measure(
-        name="payload:blocks_p95", label="blocks p95", group="payload", higher_is_better=None, unit="count", digits=3,
+        name="payload:blocks_p95", label="blocks p95", group="payload", higher_is_better=None, unit="count", digits=1,
     ),
     Measure(
         name="payload:chunks_delivered_mean", label="chunks delivered per query", group="payload",
@@ -218,7 +218,7 @@ LATENCY: tuple[Measure, ...] = (
     ),
     Measure(
         name="search_latency:p95_ci_coverage", label="search p95, 95% interval, coverage", group="latency",
-        higher_is_better=None, unit="score", digits=3,
+        higher_is_better=None, unit="share", digits=1,
     ),
     Measure(
         name="search_latency:timed_queries", label="queries with a timed search", group="latency",

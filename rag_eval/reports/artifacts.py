@@ -67,7 +67,7 @@ def run_files(
         JsonFile("summary.json", summary),
         *((JsonFile(RESOLUTION_FILE, resolution),) if resolution is not None else ()),
         *(load_files(load) if load is not None else ()),
-        TextFile(REPORT_MD, render_markdown(dict(summary), dict(manifest))),
+        TextFile(REPORT_MD, render_markdown(dict(summary), dict(manifest), comparison)),
         *comparison_files(comparison),
         JsonFile("manifest.json", manifest),
     ]

@@ -299,8 +299,47 @@ def print_settings(settings: Experiment | RagConfig, path: Path) -> None:
 
 
 def _print_properties(config: RagConfig) -> None:
-    for key, value in sorted(config.as_properties().items()):
-        print(f"{key}={value}")
+    print(properties_text(config), end="")
+
+
+def properties_text(config: RagConfig) -> str:
+    r"""The config as a ``.properties`` file that reads back as the same config: every key its pipeline
+    uses, with its effective value, and as comments what follows from them (a legacy pipeline takes one
+    width, ``rag.top-k``, and no cap, so those keys would be refused there).
+
+    >>> print(properties_text(RagConfig.from_mapping({"rag.pipeline": "legacy", "rag.top-k": "5"})), end="")
+    rag.pipeline=legacy-merge
+    rag.top-k=5
+    # retrieve-k and return-n: 5, from rag.top-k; no per-document cap (legacy-merge has none)
+    rag.projector.max-blocks=8
+    rag.projector.max-excerpt-chars=2000
+    rag.projector.max-total-chars=12000
+    """
+    lines = [f"rag.pipeline={config.pipeline.value}"]
+    if config.pipeline.is_legacy:
+        source = "from rag.top-k" if config.top_k is not None else "the default width (rag.top-k unset)"
+        if config.top_k is not None:
+            lines.append(f"rag.top-k={config.top_k}")
+        lines.append(f"# retrieve-k and return-n: {config.retrieve_k}, {source}; no per-document cap "
+                     f"({config.pipeline.value} has none)")  # fmt: skip
+    else:
+        if config.top_k is not None:
+            lines.append(f"rag.top-k={config.top_k}")
+        lines += [f"rag.retrieve-k={config.retrieve_k}", f"rag.return-n={config.return_n}",
+                  f"rag.max-chunks-per-document={config.max_chunks_per_document}"]  # fmt: skip
+    if config.category_filter is not None:
+        lines.append(f"rag.category-filter={_escaped(config.category_filter)}")
+    lines += [f"rag.projector.max-blocks={config.max_blocks}",
+              f"rag.projector.max-excerpt-chars={config.max_excerpt_chars}",
+              f"rag.projector.max-total-chars={config.max_total_chars}"]  # fmt: skip
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _escaped(value: str) -> str:
+    """A value as Java's Properties.load reads it back exactly (leading blanks, backslashes, non-ASCII)."""
+    import javaproperties
+
+    return str(javaproperties.escape(value))
 
 
 # -- latency under load -----------------------------------------------------------------------

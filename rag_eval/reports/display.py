@@ -152,14 +152,16 @@ def _missing(v: Any) -> bool:
 
 def fmt(m: Measure, v: Any, *, none: str = "–", grouping: bool = True) -> str:
     """A value as the reports show it: a share in percent, microseconds as µs or (from 1 ms) ms,
-    anything else with the measure's decimals (``grouping``: thousands separated by commas)."""
+    a whole count as an integer, anything else with the measure's decimals (``grouping``: thousands separated
+    by commas)."""
     if _missing(v):
         return none
     if m.unit == "share":
         return f"{v:.{m.digits}%}"
     if m.unit == "us":
         return f"{v / 1e3:.2f} ms" if abs(v) >= 1000 else f"{v:.{m.digits}f} µs"
-    return f"{v:,.{m.digits}f}" if grouping else f"{v:.{m.digits}f}"
+    digits = 0 if m.unit == "count" and float(v).is_integer() else m.digits  # a whole count reads as one
+    return f"{v:,.{digits}f}" if grouping else f"{v:.{digits}f}"
 
 
 def fmt_delta(m: Measure, d: Any) -> str:

@@ -37,6 +37,7 @@ from rag_eval.reports import figures
 from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
+from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.load import load_rows
 from rag_eval.reports.rundata import ReportData, load_run
 from rag_eval.reports.tables import config_diff, metric_table, verdict
@@ -47,7 +48,7 @@ REPORT_FILE = "report.html"
 
 @cache
 def _env() -> jinja2.Environment:
-    return environment(html=True, filters={"loss_label": loss_label})
+    return environment(html=True, filters={"loss_label": loss_label, "chip_text": chip_text})
 
 
 @cache
@@ -108,18 +109,20 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
     names, differ, same = config_diff(manifest.get("configs") or [])
     hashes = {str(c["name"]): str(c.get("hash", "")) for c in manifest.get("configs") or []}
     compare = data.compare
+    lines = verdict(summary, compare)
     return {
         "summary": summary,
         "manifest": manifest,
         "names": data.names,
         "baseline": data.baseline,
         "compare": compare,
-        "verdict": verdict(summary, compare),
+        "verdict": lines,
         "models": {
             str(c.get("name")): str(c.get("models", "")) for c in manifest.get("configs") or () if c.get("models")
         },
         "exit_code": compare.get("exit_code") if compare else None,
-        "candidates": [c.candidate for c in verdict(summary, compare)],
+        "candidates": [line.candidate for line in lines],
+        "comparison_baselines": [line.baseline for line in lines],
         "table": metric_table(summary, compare),
         "config_names": names,
         "config_differ": differ,

@@ -16,7 +16,7 @@ their labels and decimals are the registry's.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jinja2
@@ -25,6 +25,8 @@ from rag_eval.metrics.perquery import KIND_LABELS
 from rag_eval.metrics.registry import LATENCY_STAGES
 from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import flatten_config, fmt, measure
+from rag_eval.reports.gatetext import chip_text
+from rag_eval.reports.tables import verdict
 from rag_eval.reports.templating import environment
 
 KEY_KINDS = tuple(str(kind) for kind in KIND_LABELS)
@@ -51,7 +53,10 @@ _COUNTED = {"cap_compliance": "n_cap_violations", "cap_compliance_true": "n_true
 
 
 def _env() -> jinja2.Environment:
-    return environment(html=False, filters={"num": _num, "pct": _pct, "md": md_text, "label": _label})
+    filters: dict[str, Callable[..., Any]] = {
+        "num": _num, "pct": _pct, "md": md_text, "label": _label, "chip_text": chip_text,
+    }  # fmt: skip
+    return environment(html=False, filters=filters)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
@@ -99,12 +104,19 @@ def identity_rows(summary: Mapping[str, Any], names: Sequence[str]) -> list[tupl
     return rows
 
 
-def render_markdown(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
+def render_markdown(
+    summary: dict[str, Any], manifest: dict[str, Any], compare: Mapping[str, Any] | None = None
+) -> str:
+    """``report.md``: the verdict first (the gates of ``compare``, the comparison document, when given), then
+    the configs, the measures and the provenance."""
     template = _env().get_template("report.md.j2")
     names = list(summary["configs"])
     return template.render(
         summary=summary,
         manifest=manifest,
+        compare=compare,
+        exit_code=compare.get("exit_code") if compare else None,
+        verdict=verdict(summary, compare),
         names=names,
         identity=identity_rows(summary, names),
         stages=LATENCY_STAGES,

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from rag_eval.reports.gatetext import gate_value
 from rag_eval.reports.templating import environment
 
 VERDICT = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "underpowered": "underpowered", "error": "ERROR"}
@@ -61,7 +62,7 @@ def gate_rows(document: Mapping[str, Any]) -> list[dict[str, str]]:
                     "baseline": str(comparison["baseline"]),
                     "gate": str(gate["id"]),
                     "severity": str(gate["severity"]),
-                    "value": _num(m.get("candidate")),
+                    "value": gate_value(gate, candidate=m.get("candidate")),  # with its unit
                     "delta": delta,
                     "interval": interval,
                     "verdict": VERDICT.get(gate["outcome"], gate["outcome"]),

@@ -261,7 +261,7 @@ def example_collection(uri: str, name: str) -> None:
 
 def example_toml(tmp: Path, uri: str, name: str) -> Path:
     text = (SHIPPED / "experiments" / "existing.toml").read_text()
-    text = text.replace('uri = "reports/milvus/incident-kb-langchain.db"', f'uri = "{uri}"')
+    text = text.replace('uri = "../../../reports/milvus/incident-kb-langchain.db"', f'uri = "{uri}"')
     text = text.replace('name = "kb_chunks"', f'name = "{name}"').replace('path = ".."', f'path = "{SHIPPED}"')
     text = text.replace('properties = "configs/', f'properties = "{SHIPPED}/experiments/configs/')
     text += f'\n[embedder]\ncache_dir = "{tmp / "cache"}"\n'

@@ -222,3 +222,53 @@ def test_without_javascript_the_verdict_tables_and_charts_show(browser: Any, run
     assert page.locator("#charts svg").count() >= 3
     assert page.locator("#drill tbody tr").count() == 40 and not page.locator("#drill-controls").is_visible()
     context.close()
+
+
+FIVE_CONFIGS = (
+    ("legacy-merge", {"rag.pipeline": "legacy", "rag.top-k": 5}),
+    ("legacy-first", {"rag.pipeline": "legacy-first", "rag.top-k": 5}),
+    ("evidence", {"rag.retrieve-k": 20, "rag.return-n": 5, "rag.max-chunks-per-document": 2}),
+    ("evidence-top-k-only", {"rag.top-k": 5, "rag.max-chunks-per-document": 2}),
+    ("whatif-evidence-cap-three", {"rag.retrieve-k": 20, "rag.return-n": 5, "rag.max-chunks-per-document": 3}),
+)
+
+
+def test_the_report_of_five_configs_fits_a_1400_px_window(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Five configs compared under the shipped gates, the widest report there is: nothing scrolls sideways, every
+    config's column is on screen, and a gate chip says its outcome once and its check in words."""
+    import rag_eval.compare
+    from rag_eval.jobs.compare import compare_runs
+    from rag_eval.reports.html import render_html
+
+    work = tmp_path_factory.mktemp("five")
+    run = synthetic_run(work / "run", n_queries=20, configs=FIVE_CONFIGS, render=False)
+    shipped = (Path(rag_eval.compare.__file__).parent / "shipped" / "default.toml").read_text(encoding="utf-8")
+    gates = work / "gates.toml"  # the shipped checks, with fewer bootstrap resamples: a rendering test
+    gates.write_text(shipped.replace("resamples = 4999", "resamples = 499"), encoding="utf-8")
+    compare_runs(run, gates=gates)
+    render_html(run)
+    tab = Page(browser)
+    page = tab.page
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    tab.open(run / "report.html")
+    shot = run / "report-1400.png"
+    page.screenshot(path=str(shot), full_page=True)
+    widths = page.evaluate("() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})")
+    assert widths["scroll"] <= widths["inner"] == 1400, widths
+    # every column header of the Measures table is inside the window
+    right = page.evaluate(
+        "() => Math.max(...Array.from(document.querySelectorAll('#metric-table thead th'))"
+        ".map(th => th.getBoundingClientRect().right))"
+    )
+    assert right <= 1400
+    headers = page.eval_on_selector_all("#metric-table thead th", "ths => ths.map(th => th.textContent.trim())")
+    assert headers[0] == "measure" and [h.removesuffix("baseline").strip() for h in headers[1:]] == [
+        n for n, _ in FIVE_CONFIGS
+    ]
+    chips = page.eval_on_selector_all("#verdict .chip", "cs => cs.map(c => c.textContent)")
+    assert chips and all(c.split(" – ")[0] in ("pass", "warn", "fail", "underpowered", "error") for c in chips)
+    assert all(c.count(c.split(" – ")[0]) == 1 and "_" not in c for c in chips), chips
+    assert tab.problems(run / "report.html") == []
+    page.close()

@@ -11,7 +11,7 @@ delivered documents in order of first delivery:
 ``Success@k``  1 when a relevant item is in the first k
 
 Only judged queries (at least one relevant item) count for these; a judged query with an
-empty payload scores 0. The project's own measures are documented in the README.
+empty payload scores 0. The project's own measures are documented in docs/measures.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which stage lost each relevant chunk (README, "The run directory"), on awkward hits.
+"""Which stage lost each relevant chunk (docs/harness.md, "The run directory"), on awkward hits.
 
 The stage of a lost chunk is the fate of its best-ranked copy among the config's hits; a true duplicate
 (same evidence key) is carried by the copy that kept the key, so its own ``dedup`` entry never names the

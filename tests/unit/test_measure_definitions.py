@@ -1,8 +1,8 @@
-"""The README's measures on worked examples, each computed by hand from its definition.
+"""The measures of docs/measures.md on worked examples, each computed by hand from its definition.
 
 Hits are written as production has them (re-ingested copies, rows without chunk_index or doc_id, a row
 the ingest plan does not know), and go through the pipeline, ``build_row`` and ``summarize`` exactly as
-in a replay. Every expected number is derived in a comment from the README's definition.
+in a replay. Every expected number is derived in a comment from its definition in docs/measures.md.
 """
 
 from __future__ import annotations

@@ -145,9 +145,15 @@ def test_verdict_and_table_from_compare_json(run: Path, tmp_path: Path) -> None:
     # the metric table marks significance after correction only: nDCG (p 0.02, p_holm 0.2) has no mark
     table = html[html.index('id="metric-table"') : html.index("</table>", html.index('id="metric-table"'))]
     ndcg_row = next(r for r in table.split("<tr>") if "chunk nDCG@5" in r)
-    assert "*" not in visible_text(ndcg_row) and 'chip fail' in ndcg_row and "[−0.090, −0.010]" in ndcg_row
+    assert "*" not in visible_text(ndcg_row)
     recall_row = next(r for r in table.split("<tr>") if ">same-document multi-chunk recall<" in r)
     assert "good" in recall_row and "*" in visible_text(recall_row)
+    # each comparison's own table: the interval and the gate of every measure, the first comparison open
+    first = html.index('<details class="comparison" open>')
+    comparison = html[first : html.index("</table>", first)]
+    ndcg_row = next(r for r in comparison.split("<tr>") if "chunk nDCG@5" in r)
+    assert "*" not in visible_text(ndcg_row) and 'chip fail' in ndcg_row and "[−0.090, −0.010]" in ndcg_row
+    assert html.count('<details class="comparison"') == len(summary["configs"]) - 1
 
 
 def test_exit_code_zero_reads_as_no_gate_failed(run: Path, tmp_path: Path) -> None:

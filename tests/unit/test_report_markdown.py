@@ -1,5 +1,6 @@
-"""report.md of a run made by the real pipeline (an in-memory port, no Milvus): its tables hold every config,
-their rows are the registry's measures, and text of the user's never reads as Markdown or HTML."""
+"""report.md of a run made by the real pipeline (an in-memory port, no Milvus): it opens with the verdict, its
+tables hold every config, their rows are the registry's measures, and text of the user's never reads as Markdown
+or HTML."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from typing import Any
 
 import pytest
 
+from rag_eval.compare.comparison import compare
+from rag_eval.compare.gates import gates_from_table
 from rag_eval.harness.timing import TimingPlan, latency_note
 from rag_eval.metrics.registry import LATENCY_STAGES
 from rag_eval.reports.markdown import IDENTITY_MEASURES, identity_rows, md_text, render_markdown
 from tests.report_runs import HOSTILE, synthetic_run
+from tests.unit.runs import config, make_run, pair_rows
 
 
 def _inputs(run: Path, *, backend: str = "lite") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -118,3 +122,24 @@ def test_hostile_text_is_literal_markdown(hostile_run: Path) -> None:
 )
 def test_md_text_escapes_what_markdown_or_html_would_read(raw: str, escaped: str) -> None:
     assert md_text(raw) == escaped
+
+
+def test_report_md_opens_with_the_verdict(run: Path) -> None:
+    summary, manifest = _inputs(run)
+    rows = pair_rows(30, "base") + pair_rows(30, "cand", lose=6)
+    checks = ["fail cap_compliance == 1", "same_doc_multi_chunk_recall drop <= 0.02"]
+    document = compare(make_run(rows, [config("base"), config("cand")], baseline="base"), None,
+                       gates_from_table({"checks": checks}, path="g.toml", text="")).document  # fmt: skip
+    names = [n for n in summary["configs"] if n != summary["baseline"]]
+    doc = {**document, "exit_code": 1,
+           "comparisons": [{**document["comparisons"][0], "baseline": summary["baseline"], "candidate": n}
+                           for n in names]}  # fmt: skip
+    text = render_markdown(summary, manifest, doc)
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Verdict"
+    verdict = text[text.index("## Verdict") : text.index(headings[1])]
+    assert "**Exit code 1: a gate failed.**" in verdict
+    assert all(f"**{n}** against {summary['baseline']}" in verdict for n in names)
+    assert "- fail – same-document multi-chunk recall drops by at most 0.02 (required)" in verdict
+    unjudged = render_markdown(summary, manifest)
+    assert unjudged.index("## Verdict") < unjudged.index("## Configs") and "Not compared" in unjudged

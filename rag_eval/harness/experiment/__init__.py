@@ -1,9 +1,9 @@
 """Experiments: which data set, chunker, embedder, Milvus, ingest profile and configs.
 
 An experiment is a TOML file; the main settings have CLI flags too (``rag-eval run --help``).
-Input paths in the file (data set, .properties, vectors) are relative to the file; output
-paths (the Milvus Lite file, the embedding cache) are relative to the working directory,
-so every experiment writes under the project's ``reports/``. Example::
+Every path in the file (data set, .properties, vectors, gates, the Milvus Lite file, the embedding
+cache) is relative to the file; a path on the command line is relative to the working directory, and
+what neither names goes under ``reports/`` there. Example (a file in ``experiments/``)::
 
     [experiment]
     name = "legacy-vs-evidence"
@@ -16,7 +16,7 @@ so every experiment writes under the project's ``reports/``. Example::
     spec = "sentences:size=3,overlap=0"
 
     [milvus]
-    uri = "reports/milvus/incident-kb.db"      # a path: embedded Milvus Lite; http(s)://: a server
+    uri = "../reports/milvus/incident-kb.db"   # a path: embedded Milvus Lite; http(s)://: a server
 
     [ingest]
     profile = "production"                      # or "clean", or explicit shares below

@@ -16,6 +16,7 @@ read, so that every problem of a file is reported together, each as ``message @ 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,20 @@ class TableReader:
         return self.base / raw if self._is_path(key, raw) else None
 
     def output_path(self, key: str) -> Path | None:
-        """An output path (the embedding cache): relative to the working directory, so that every
-        experiment writes under the project's ``reports/``."""
+        """An output path (the embedding cache, a Milvus Lite file): relative to the experiment file, as
+        every path in it is (``..`` folded, so the run names it as the user would)."""
         raw = self.get(key, str)
-        return Path(raw) if self._is_path(key, raw) else None
+        return self.beside(raw) if raw is not None and self._is_path(key, raw) else None
+
+    def beside(self, raw: str) -> Path:
+        """``raw`` relative to the experiment file (an absolute path as it is), ``..`` folded; named from
+        the working directory when it is below it, as a user would name it there."""
+        if Path(raw).is_absolute():
+            return Path(raw)
+        path = Path(os.path.normpath(self.base / raw))
+        if path.is_absolute() and path.is_relative_to(cwd := Path.cwd()):
+            return path.relative_to(cwd)
+        return path
 
     def _is_path(self, key: str, raw: str | None) -> bool:
         if raw and (why := path_problem(raw)):

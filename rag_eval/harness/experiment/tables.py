@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import quoted
@@ -79,11 +78,11 @@ def read_embedder(t: TableReader) -> Fields:
 
 
 def read_milvus(t: TableReader) -> Fields:
-    """``[milvus]`` uri (a Lite file, relative to the working directory, or a server), collection,
+    """``[milvus]`` uri (a Lite file, relative to the experiment file, or a server), collection,
     token_env, timeout, and ``index = { type, metric, params, search }``."""
     uri = t.get("uri", str)
     if uri is not None and "://" not in uri and uri_problem(uri) is None:
-        uri = str(Path(uri))  # a Lite file; a URI with a problem stays as written, for the check to name
+        uri = str(t.beside(uri))  # a Lite file; a URI with a problem stays as written, for the check to name
     fields = {
         "milvus_uri": uri,
         "collection": t.get("collection", str),
