@@ -18,6 +18,9 @@ applies to.
 >>> gate_value({"metric": "latency:postprocess:p95", "value": 0.124, "spec": "latency:postprocess:p95 growth <= 20%",
 ...             "kind": "relative"}, candidate=62.1)
 '62 µs'
+>>> observed({"spec": "warn latency:postprocess:p95 growth <= 20%", "metric": "latency:postprocess:p95",
+...           "kind": "relative", "value": -0.288})
+'it fell by 28.8%'
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ _SPEC = re.compile(
 _ABSOLUTE = {"==": "is", "!=": "is not", "<=": "is at most", ">=": "is at least", "<": "is below", ">": "is above"}
 _RELATIVE = {"drop": "drops by at most", "growth": "grows by at most", "rise": "rises by at most"}
 _DONE = {"drop": "dropped by", "growth": "grew by", "rise": "rose by"}
+_AGAINST = {"drop": "rose by", "growth": "fell by", "rise": "fell by"}
 _SEVERITY = {"fail": "required", "warn": "advisory"}
 _TIME = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 
@@ -78,7 +82,8 @@ def observed(gate: Mapping[str, Any]) -> str:
     m = _measure(gate)
     found = _SPEC.match(str(gate.get("spec") or ""))
     if gate.get("kind") == "relative" and found is not None and found["op"] in _DONE:
-        done = _DONE[found["op"]]
+        done = _DONE[found["op"]] if value >= 0 else _AGAINST[found["op"]]  # a change the other way
+        value = abs(value)
         if found["unit"] == "%":
             return f"it {done} {value * 100:.1f}%"
         if m.unit == "share":

@@ -163,7 +163,8 @@ def test_junit_loads_in_a_standard_parser(tmp_path: Path) -> None:
     assert not any(isinstance(r, Error) for s in xml for c in s for r in c.result)
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("## rag-eval gates: synthetic: FAIL")
-    assert "| cand (vs base) | `same_doc_multi_chunk_recall drop <= 0.02` (fail) | 0.9 | -0.1 |" in summary
+    # the value with the precision of its measure
+    assert "| cand (vs base) | `same_doc_multi_chunk_recall drop <= 0.02` (fail) | 0.900 | -0.1 |" in summary
     doc = json.loads((tmp_path / "compare.json").read_text())
     assert doc["exit_code"] == 1 and "NaN" not in (tmp_path / "compare.json").read_text()
 
