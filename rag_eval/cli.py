@@ -137,14 +137,36 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = _out(args, folders.RUNS, exp.name)
     progress = _progress(args)
     progress.log(describe_run(exp, out))
-    with progress.running():
-        result = jobs.run_experiment(
-            exp, out, resume=args.resume, progress=progress, gates=gates, against=args.against,
-            intersection=args.intersection, cluster=cluster,
-        )  # fmt: skip
+    try:
+        with progress.running():
+            result = jobs.run_experiment(
+                exp, out, resume=args.resume, progress=progress, gates=gates, against=args.against,
+                intersection=args.intersection, cluster=cluster, force_out=args.force_out,
+            )  # fmt: skip
+    except KeyboardInterrupt:
+        raise Interrupted(_resume_advice(out, given=bool(args.out))) from None
     gate_document = result.comparison.document if result.comparison is not None else None
     print_run(result.summary, experiment=exp.name, baseline=exp.baseline, gates=gate_document, out=result.out)
     return result.exit_code
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what to do about it (printed in place of the general line)."""
+
+    def __init__(self, advice: str) -> None:
+        super().__init__(advice)
+        self.advice = advice
+
+
+def _resume_advice(out: Path, *, given: bool) -> str:
+    """``--resume`` only when ``out`` holds an unfinished run to resume (a stamped directory: with its --out)."""
+    from rag_eval.harness.store import RunStore
+
+    if not RunStore(out).resumable():
+        return "interrupted before a query batch was kept: nothing to resume; run the command again"
+    if given:
+        return "interrupted; finished query batches are kept: run the same command with --resume"
+    return f"interrupted; finished query batches are kept in {out}: run the command again with --out {out} --resume"
 
 
 def _cluster(args: argparse.Namespace) -> Any:
@@ -175,7 +197,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from rag_eval.reports.console import print_compared, print_gates
 
     comparison = jobs.compare_runs(
-        args.run_dir, against=args.against, gates=args.gates, out=args.out, intersection=args.intersection
+        args.run_dir, against=args.against, gates=args.gates, out=args.out, intersection=args.intersection,
+        force_out=args.force_out,
     )
     print_gates(comparison.document)
     print_compared(args.out or args.run_dir)
@@ -191,12 +214,12 @@ def _cmd_accept(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from rag_eval.compare.history import DEFAULT_TREND, read_history, trend
+    from rag_eval.compare.history import read_history, trend
     from rag_eval.reports.console import print_history
 
     frame = trend(
         read_history(args.history),
-        metrics=args.metric or DEFAULT_TREND,
+        metrics=args.metric,
         last=args.last,
         config=args.config_name,
         experiment=args.experiment_name,
@@ -239,7 +262,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
     progress = _progress(args)
     progress.log(describe_load(exp, settings, out))
     with progress.running():
-        result = jobs.load(exp, out, settings=settings, progress=progress)
+        result = jobs.load(exp, out, settings=settings, progress=progress, force_out=args.force_out)
     print_load(result.document, out)
     return EXIT_OK
 
@@ -323,11 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InfrastructureError as exc:
         print(f"rag-eval: infrastructure error: {exc}", file=sys.stderr)
         return EXIT_INFRA
-    except KeyboardInterrupt:
-        print(
-            "rag-eval: interrupted; finished query batches are kept: run the same command with --resume",
-            file=sys.stderr,
-        )
+    except KeyboardInterrupt as exc:
+        print(f"rag-eval: {exc.advice if isinstance(exc, Interrupted) else 'interrupted'}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as exc:  # disk full, permissions, a vanished directory: the environment, not the input
         where = f" ({exc.filename})" if exc.filename else ""

@@ -76,9 +76,17 @@ def ingest_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="rebuild the collection even when its manifest matches")
 
 
+def force_out_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force-out", action="store_true",
+        help="write into --out even when it is a non-empty directory rag-eval did not write (refused otherwise)",
+    )  # fmt: skip
+
+
 def run_flags(p: argparse.ArgumentParser) -> None:
     experiment_flags(p)
     p.add_argument("--out", help=f"run directory (default: a new {folders.RUNS}/{folders.STAMPED_NAME})")
+    force_out_flag(p)
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument(
         "--config",
@@ -103,6 +111,7 @@ def compare_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", help="another run directory: every config against the same-named config there")
     gate_flags(p)
     p.add_argument("--out", help="where compare.json, junit.xml and summary.md go (default: RUN_DIR)")
+    force_out_flag(p)
 
 
 def accept_flags(p: argparse.ArgumentParser) -> None:
@@ -148,6 +157,7 @@ def load_flags(p: argparse.ArgumentParser) -> None:
         help="where load.json goes: a finished run directory (its report then shows the curve and its gates can "
         f"hold it) or a new directory (default: a new {folders.LOAD}/{folders.STAMPED_NAME})",
     )
+    force_out_flag(p)
 
 
 def embed_flags(p: argparse.ArgumentParser) -> None:

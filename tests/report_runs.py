@@ -61,7 +61,7 @@ def _sentence(rng: np.random.Generator, n: int = 18) -> str:
     return " ".join(words).capitalize() + "."
 
 
-def write_dataset(root: Path, *, n_queries: int, hostile: bool, seed: int) -> Path:
+def write_dataset(root: Path, *, n_queries: int, hostile: bool, seed: int, judged: int | None = None) -> Path:
     rng = np.random.default_rng(seed)
     n_docs = max(8, n_queries // 3)
     docs, queries, qrels, spans = [], [], [], []
@@ -85,6 +85,8 @@ def write_dataset(root: Path, *, n_queries: int, hostile: bool, seed: int) -> Pa
             qtext = " ".join(HOSTILE)
         qid = f"q{q:04d}"
         queries.append({"_id": qid, "text": qtext})
+        if judged is not None and q >= judged:
+            continue  # a query without a relevance label
         qrels.append(f"{qid}\t{doc_id}\t1")
         for p in picks:
             spans.append(f"{qid}\t{doc_id}\t{bounds[p]}\t{bounds[p + 1] - 1}\t1")
@@ -105,9 +107,13 @@ def synthetic_run(
     hostile: bool = False,
     seed: int = 7,
     render: bool = True,
+    judged: int | None = None,
 ) -> Path:
-    """A complete run directory in ``out`` (and its data set in ``out.parent``)."""
-    data_dir = write_dataset(out.parent / f"{out.name}-dataset", n_queries=n_queries, hostile=hostile, seed=seed)
+    """A complete run directory in ``out`` (and its data set in ``out.parent``); ``judged``: only the first
+    that many queries have relevance labels."""
+    data_dir = write_dataset(
+        out.parent / f"{out.name}-dataset", n_queries=n_queries, hostile=hostile, seed=seed, judged=judged
+    )
     dataset = load_beir(data_dir, "test")
     corpus = chunk_dataset(dataset, parse_chunker("sentences:size=3,overlap=0"))
     labels = chunk_qrels(dataset, corpus)

@@ -24,7 +24,7 @@ from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
-from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings
+from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings, unjudged_note
 from rag_eval.compare.stats import Paired, Settings, aggregate, holm, paired_compare, required_resamples
 from rag_eval.core.errors import RunDirectoryError
 
@@ -72,7 +72,12 @@ def compare(
 ) -> Comparison:
     """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``."""
     queries, only_run, only_against = common_queries(run, against)
-    notes = [*notes, *_pairing_notes(run, against, only_run, only_against, intersection=intersection)]
+    unjudged = unjudged_note(run.summary)
+    notes = [
+        *((unjudged,) if unjudged is not None else ()),
+        *notes,
+        *_pairing_notes(run, against, only_run, only_against, intersection=intersection),
+    ]
     cutoffs = sorted(set(run.cutoffs) & set(against.cutoffs)) if against is not None else list(run.cutoffs)
     metrics = catalog(cutoffs)
     gates.validate(metrics)
@@ -108,7 +113,7 @@ def compare(
         "power": settings.power,
         "multiple_testing": "Holm over every tested metric of every comparison (p_holm); "
         "relative gates: Holm over the relative gates",
-        "run": {"dir": run.label, "experiment": run.experiment},
+        "run": {"dir": run.label, "experiment": run.experiment, **run.started},
         "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
         "queries_compared": len(queries),
         "left_out": {"only_in_run": only_run, "only_in_against": only_against},

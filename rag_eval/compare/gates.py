@@ -354,6 +354,13 @@ def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
         path = shipped_path(text_ref)
     try:
         text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        close = difflib.get_close_matches(text_ref, SHIPPED, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise GatesError(
+            f"cannot read the gates file: no such file, nor a shipped one ({hint}shipped: {', '.join(SHIPPED)})",
+            path=str(path),
+        ) from exc
     except OSError as exc:
         raise GatesError(f"cannot read the gates file: {exc.strerror}", path=str(path)) from exc
     try:

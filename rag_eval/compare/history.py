@@ -16,6 +16,7 @@ can pair against its queries whatever happens to the run directory it came from.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 import os
 import re
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.compare.rundir import RUN_FILES, ComparedRun
-from rag_eval.core.errors import RunDirectoryError, RunStoreError
+from rag_eval.core.errors import ConfigError, ConfigProblem, RunDirectoryError, RunStoreError, quoted
 from rag_eval.files import write_json, write_parquet
 from rag_eval.harness.folders import ACCEPTED, HISTORY
 from rag_eval.harness.load_file import LOAD_FILE
@@ -102,12 +103,22 @@ def append_history(run: ComparedRun, *, exit_code: int | None, path: str | Path 
 def trend(
     history: pd.DataFrame,
     *,
-    metrics: Sequence[str] = DEFAULT_TREND,
+    metrics: Sequence[str] | None = None,
     last: int | None = None,
     config: str | None = None,
     experiment: str | None = None,
 ) -> pd.DataFrame:
-    """The history's last ``last`` rows of each config (oldest first) with the given metric columns."""
+    """The history's last ``last`` rows of each config (oldest first) with the given metric columns (None: those
+    of :data:`DEFAULT_TREND` it holds). A metric, config or experiment asked for that the history does not
+    hold is refused (naming the flag, suggesting the known ones), unless the history is still empty."""
+    if not history.empty:
+        metric_columns = [c for c in history.columns if c not in PROVENANCE_COLUMNS]
+        for metric in metrics or ():
+            _known("--metric", metric, metric_columns, what="metric column")
+        if config is not None:
+            _known("--config", config, sorted(history["config"].astype(str).unique()), what="config")
+        if experiment is not None and "experiment" in history.columns:
+            _known("--experiment", experiment, sorted(history["experiment"].astype(str).unique()), what="experiment")
     frame = history
     if experiment is not None:
         frame = frame[frame["experiment"] == experiment]
@@ -116,9 +127,22 @@ def trend(
     frame = frame.sort_values(["date", "config"], kind="stable")
     if last is not None:
         frame = frame.groupby("config", sort=False).tail(last)
-    present = [m for m in metrics if m in frame.columns]
+    present = [m for m in (metrics or DEFAULT_TREND) if m in frame.columns]
     keep = ["date", "experiment", "config", "git_commit", "dataset_checksum", "exit_code", *present]
     return frame[[c for c in keep if c in frame.columns]].reset_index(drop=True)
+
+
+def _known(flag: str, name: str, known: Sequence[str], *, what: str) -> None:
+    """Refuse ``name`` unless it is one of ``known``: the closest known name suggested, else the first few."""
+    if name in known:
+        return
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if close:
+        hint = f"did you mean {close[0]!r}?"
+    else:
+        first = ", ".join(list(known)[:8])
+        hint = f"known: {first}" + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+    raise ConfigError([ConfigProblem(flag, f"the history has no {what} {quoted(name)} ({hint})")])
 
 
 # -- the accepted baseline --------------------------------------------------------------------

@@ -34,6 +34,21 @@ VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
 PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
 
 
+def check_run_dir(path: Path) -> None:
+    """Refuse a directory that holds no finished run: its files missing, or not all published."""
+    missing = [name for name in RUN_FILES if not (path / name).is_file()]
+    if missing:
+        raise RunDirectoryError(
+            f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
+            path=str(path),
+        )
+    if not is_finished(path):
+        raise RunDirectoryError(
+            f"the run's files were not all published (no {MARKER}: it stopped while writing them): run it again",
+            path=str(path),
+        )
+
+
 @dataclass(frozen=False, kw_only=True)
 class ComparedRun:
     """One run, from its directory or from memory (a run that is being written)."""
@@ -50,18 +65,7 @@ class ComparedRun:
     @classmethod
     def from_dir(cls, directory: str | Path) -> ComparedRun:
         path = Path(directory)
-        missing = [name for name in RUN_FILES if not (path / name).is_file()]
-        if missing:
-            raise RunDirectoryError(
-                f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
-                path=str(path),
-            )
-        if not is_finished(path):
-            raise RunDirectoryError(
-                f"the run's files were not all published (no {MARKER}: it stopped while writing them): "
-                "run it again",
-                path=str(path),
-            )
+        check_run_dir(path)
         per_query = path / "per_query.parquet"
         try:
             present = set(pq.read_schema(per_query).names)
@@ -111,6 +115,11 @@ class ComparedRun:
     @property
     def label(self) -> str:
         return str(self.dir) if self.dir is not None else "(this run)"
+
+    @property
+    def started(self) -> dict[str, Any]:
+        """The run's start and fingerprint, as ``compare.json`` records the run it compared."""
+        return {"started": self.manifest.get("started"), "fingerprint": self.manifest.get("fingerprint")}
 
     @property
     def experiment(self) -> str:
@@ -224,3 +233,19 @@ def pairings(run: ComparedRun, against: ComparedRun | None) -> Sequence[tuple[st
         return [(run.baseline, name, "run") for name in run.config_names if name != run.baseline]
     names = set(against.config_names)
     return [(name if name in names else against.baseline, name, "against") for name in run.config_names]
+
+
+def unjudged_note(summary: Mapping[str, Any]) -> str | None:
+    """What a verdict says of a run where most queries have no relevance label (fewer than half judged): its
+    measures rest on the few that have one. None when most are judged.
+
+    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 10}}})
+    'most queries are unjudged: 10 of 40 have a relevance label, and only those are measured'
+    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 20}}}) is None
+    True
+    """
+    counts = (summary.get("configs") or {}).get(summary.get("baseline")) or summary
+    queries, judged = counts.get("queries"), counts.get("judged_queries")
+    if not isinstance(queries, int) or not isinstance(judged, int) or queries <= 0 or 2 * judged >= queries:
+        return None
+    return f"most queries are unjudged: {judged} of {queries} have a relevance label, and only those are measured"

@@ -27,6 +27,8 @@ from rag_eval.files import replaced
 from rag_eval.harness.rows import SCHEMA
 
 PATTERN = "batch-*.parquet"
+RETAKE = "run again with --resume to replay its batch"  # a part under a parts URL is left where it is
+REMOVE = "remove it and run again with --resume to replay its batch"  # a part in .parts
 
 
 def part_name(number: int) -> str:
@@ -66,7 +68,7 @@ def take(url: str, number: int, parts_dir: Path) -> Path:
     try:
         with replaced(target) as tmp:
             fs.get_file(source, str(tmp))
-            _check(tmp, shown)
+            check_part(tmp, shown, advice=RETAKE)
         fs.rm_file(source)
     except OSError as exc:
         raise RunStoreError(f"cannot move a finished batch in from {url}: {exc}", path=str(parts_dir)) from exc
@@ -85,26 +87,12 @@ def drop_session(url: str) -> None:
         pass  # a leftover empty directory holds nothing anyone reads
 
 
-def is_whole(path: Path) -> bool:
-    """Whether ``path`` is a whole Parquet file of the run's rows."""
-    try:
-        _check(path, str(path))
-    except RunStoreError:
-        return False
-    return True
-
-
-def _check(path: Path, shown: str) -> None:
-    """Refuse a part that is not a whole Parquet file of the run's rows (cut short, or another file)."""
+def check_part(path: Path, shown: str, *, advice: str) -> None:
+    """Refuse a part that is not a whole Parquet file of the run's rows (cut short, or another file): an
+    error naming it as ``shown``, with ``advice`` (what replays its batch). Reads its footer only."""
     try:
         names = pq.read_schema(path).names
-    except (pa.ArrowException, ValueError) as exc:
-        raise RunStoreError(
-            f"a damaged part, not a whole Parquet file ({exc}): run again with --resume to replay its batch",
-            path=shown,
-        ) from exc
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise RunStoreError(f"a damaged part, not a whole Parquet file ({exc}): {advice}", path=shown) from exc
     if names != SCHEMA.names:
-        raise RunStoreError(
-            "not a part of a rag-eval run (its columns differ): run again with --resume to replay its batch",
-            path=shown,
-        )
+        raise RunStoreError(f"not a part of a rag-eval run (its columns differ): {advice}", path=shown)

@@ -50,6 +50,7 @@ from rag_eval.core.errors import ConfigError, ConfigProblem, RunStoreError
 from rag_eval.files import replaced, write_json, write_parquet, write_text
 from rag_eval.harness import parts
 from rag_eval.harness.rows import SCHEMA, rows_to_table
+from rag_eval.redact import redact_argv
 
 STATE_FILE = "state.json"
 PARTS = ".parts"
@@ -57,6 +58,9 @@ STAGING = ".staging"
 LOCK_FILE = ".lock"
 HOLDER_FILE = ".lock.json"
 MARKER = "run.complete.json"  # written last, naming every file the run published
+OWN_NAMES = frozenset({LOCK_FILE, HOLDER_FILE, PARTS, STAGING, MARKER})
+# what `rag-eval load` and `rag-eval compare --out` write into a directory of their own
+OWN_FILES = frozenset({"load.json", "compare.json"})
 ROW_GROUP_ROWS = 16_384  # rows per row group of per_query.parquet (parts are much smaller)
 
 
@@ -90,6 +94,30 @@ class RunStore:
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError([ConfigProblem("--out", f"{self.dir} is a file, not a run directory")])
 
+    def check_out(self, *, force: bool) -> None:
+        """Refuse, before anything runs, a directory this run would write its files among without it being
+        one rag-eval wrote: a non-empty directory that holds no run, no unfinished run and no load
+        measurement (a user's folder, ``/``). ``force``: write there anyway (``--force-out``)."""
+        self.check_target()
+        if force or not self.dir.is_dir():
+            return
+        try:
+            names = sorted(p.name for p in self.dir.iterdir())
+        except OSError:
+            return  # an unreadable directory: the lock names what is wrong with it
+        if not names or is_rag_eval_dir(self.dir, names):
+            return
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "--out",
+                    f"{_cut(str(self.dir))} is not a run directory and not empty ({_cut(shown)}): a run would write "
+                    "its files among them; give a new or empty directory, or --force-out to write there anyway",
+                )
+            ]
+        )
+
     @contextmanager
     def locked(self) -> Iterator[RunStore]:
         """Hold the run directory for the whole run: a second run into it is refused at once (exit 2, naming
@@ -116,7 +144,7 @@ class RunStore:
         try:
             write_json(
                 self.dir / HOLDER_FILE,
-                {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(), "argv": sys.argv[:8]},
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(), "argv": _shown_argv(sys.argv)},
             )
             yield self
         finally:
@@ -128,14 +156,22 @@ class RunStore:
     def _holder(self) -> str:
         try:
             h = json.loads((self.dir / HOLDER_FILE).read_text(encoding="utf-8"))
-            return f"pid {h.get('pid')} on {h.get('host')}, started {h.get('started')}: {' '.join(h.get('argv', []))}"
-        except (OSError, ValueError):
+            argv = " ".join(_shown_argv([str(a) for a in h.get("argv", [])]))
+            return f"pid {h.get('pid')} on {h.get('host')}, started {h.get('started')}: {argv}"
+        except (OSError, ValueError, TypeError, AttributeError):
             return "a process that holds its lock"
 
+    def resumable(self) -> bool:
+        """True when the directory holds an unfinished run that ``--resume`` continues."""
+        return (self.parts_dir / STATE_FILE).is_file()
+
     def check_resumable(self) -> None:
-        """Refuse ``--resume`` before anything runs when there is nothing to resume."""
-        if not (self.parts_dir / STATE_FILE).is_file():
+        """Refuse ``--resume`` before anything runs when there is nothing to resume, or when a part in
+        ``.parts`` is damaged or not one rag-eval wrote (exit 3 naming it: removed, its batch replays)."""
+        if not self.resumable():
             raise ConfigError([ConfigProblem("--resume", f"no unfinished run in {self.dir} (nothing to resume)")])
+        for path in parts.listed(self.parts_dir).values():
+            parts.check_part(path, str(path), advice=parts.REMOVE)
 
     def begin(self, identity: Mapping[str, Any], *, resume: bool) -> set[int]:
         """Prepare ``.parts``; returns the batch numbers already finished (resume only).
@@ -163,7 +199,7 @@ class RunStore:
                             )
                         ]
                     )
-                return self.whole_batches()
+                return self.finished_batches()
             if self.parts_dir.exists():
                 if not state_path.is_file():
                     raise ConfigError(
@@ -179,21 +215,10 @@ class RunStore:
     def finished_batches(self) -> set[int]:
         return set(parts.listed(self.parts_dir))
 
-    def whole_batches(self) -> set[int]:
-        """The finished batches whose parts are whole; a part left short (a power cut before the system
-        wrote it out) is removed, so that its batch is replayed."""
-        out = set()
-        for number, path in parts.listed(self.parts_dir).items():
-            if parts.is_whole(path):
-                out.add(number)
-            else:
-                path.unlink()
-        return out
-
     def write_batch(self, number: int, rows: list[dict[str, Any]]) -> None:
         try:
-            # not synced: a sync per batch was 12% of a Lite replay; a part a power cut left short is found
-            # and replayed on resume (whole_batches), and the published files are synced
+            # not synced: a sync per batch was 12% of a Lite replay; a part a power cut left short is named
+            # by --resume's check of the parts (remove it and its batch replays), the published files are synced
             write_parquet(self.parts_dir / parts.part_name(number), rows_to_table(rows), sync=False)
         except OSError as exc:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
@@ -216,8 +241,14 @@ class RunStore:
         """The finished batches' rows in batch order, one part at a time (only ``columns`` when given)."""
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
         found = parts.listed(self.parts_dir)
+        wanted = list(columns) if columns is not None else None
         for number in sorted(found):
-            yield pq.read_table(found[number], schema=schema, columns=list(columns) if columns is not None else None)
+            try:
+                table = pq.read_table(found[number], schema=schema, columns=wanted)
+            except (pa.ArrowException, OSError, ValueError) as exc:  # damaged since it was written
+                why = f"cannot read a finished batch ({exc}): {parts.REMOVE}"
+                raise RunStoreError(why, path=str(found[number])) from exc
+            yield table
 
     def check_parts(self) -> None:
         """Refuse parts in which a (query, config) pair appears twice (read by query index, not text)."""
@@ -343,13 +374,36 @@ def published_files(directory: str | Path) -> list[str]:
         return []
 
 
+def is_rag_eval_dir(directory: Path, names: Sequence[str]) -> bool:
+    """True when ``directory`` (its entries ``names``) is one rag-eval wrote: a finished run, an unfinished
+    one (its ``.parts``), a load measurement or a comparison, or only the lock and staging a stopped run leaves."""
+    if set(names) <= OWN_NAMES:
+        return True
+    return (
+        MARKER in names
+        or (directory / PARTS / STATE_FILE).is_file()
+        or {"manifest.json", "per_query.parquet"} <= set(names)
+        or bool(set(names) & OWN_FILES)
+    )
+
+
 def is_finished(directory: str | Path) -> bool:
     """True when the run directory's last publish completed (its marker is there)."""
     return (Path(directory) / MARKER).is_file()
 
 
+def _shown_argv(argv: Sequence[str]) -> list[str]:
+    """A command line as the lock records and prints it: its first arguments, credentials redacted (also
+    of a holder an older version recorded as typed), each cut to a readable length."""
+    return [a if len(a) <= 200 else a[:199] + "…" for a in redact_argv(argv[:8])]
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
 
 
 def _short(value: Any) -> str:

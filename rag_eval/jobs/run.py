@@ -54,6 +54,7 @@ def run_experiment(
     intersection: bool = False,
     notes: Sequence[str] = (),
     cluster: Cluster | None = None,
+    force_out: bool = False,
 ) -> RunResult:
     """Replay ``exp`` into ``out`` and gate it: prepare, ingest, replay, summarise, compare, publish.
 
@@ -61,12 +62,13 @@ def run_experiment(
     run directory (``against_self``: the run against itself, as a first night does). The gates are
     ``gates``, else the experiment's, else the shipped default; they are checked before anything runs.
     ``cluster``: replay the query batches on Dask workers (the rows are the same as a serial run's).
+    ``force_out``: write into ``out`` even when it is a directory of other files (else refused).
     """
     prog = progress or Progress(quiet=True)
     clock = provenance.Clock.start()
     gate_set = run_gates(gates, exp)
     earlier = _earlier_run(exp, against)
-    store = _run_store(out, resume=resume)
+    store = _run_store(out, resume=resume, force_out=force_out)
     with store.locked():  # held until the last file is published; a second run into `out` is refused
         prep = prepare(exp)
         if earlier is not None and not intersection:
@@ -94,10 +96,11 @@ def _earlier_run(exp: Experiment, against: str | Path | None) -> ComparedRun | N
     return ComparedRun.from_dir(against) if against is not None else None
 
 
-def _run_store(out: str | Path, *, resume: bool) -> RunStore:
-    """The run directory, refused before anything runs when it is a file or there is nothing to resume."""
+def _run_store(out: str | Path, *, resume: bool, force_out: bool) -> RunStore:
+    """The run directory, refused before anything runs when it is a file, a directory of other files (unless
+    ``force_out``) or there is nothing to resume."""
     store = RunStore(out)
-    store.check_target()
+    store.check_out(force=force_out)
     if resume:
         store.check_resumable()
     return store

@@ -15,14 +15,22 @@ from rag_eval.reports.artifacts import load_files
 from rag_eval.reports.html import render_html
 
 
-def load(exp: Experiment, out: str | Path, *, settings: LoadSettings, progress: Progress | None = None) -> LoadResult:
+def load(
+    exp: Experiment,
+    out: str | Path,
+    *,
+    settings: LoadSettings,
+    progress: Progress | None = None,
+    force_out: bool = False,
+) -> LoadResult:
     """Measure, then write ``load.json`` (and the per-lookup table, ``load.md``) into ``out``. When ``out``
     is a finished run directory, the measurement belongs to that run: its HTML report is rendered again
-    with the curve, and ``rag-eval compare`` applies the load gates."""
+    with the curve, and ``rag-eval compare`` applies the load gates. A directory of other files is refused
+    unless ``force_out``."""
     prog = progress or Progress(quiet=True)
     refuse_lite(exp.target)
     store = RunStore(out)
-    store.check_target()
+    store.check_out(force=force_out)
     with store.locked():
         run = run_in(store.dir)
         prep = prepare(exp)

@@ -31,6 +31,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from rag_eval.compare.rundir import unjudged_note
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
 from rag_eval.reports import figures
@@ -117,6 +118,7 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "baseline": data.baseline,
         "compare": compare,
         "verdict": lines,
+        "unjudged": unjudged_note(summary),
         "models": {
             str(c.get("name")): str(c.get("models", "")) for c in manifest.get("configs") or () if c.get("models")
         },

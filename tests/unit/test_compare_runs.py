@@ -42,7 +42,9 @@ def test_compare_json_shape_and_values() -> None:
     doc = json.loads(json.dumps(json_safe(result.document), allow_nan=False))  # as compare.json is written
     assert set(SCHEMA_KEYS) <= set(doc)
     assert doc["schema_version"] == 1 and doc["alpha"] == 0.05 and doc["against"] is None
-    assert doc["run"] == {"dir": "(this run)", "experiment": "synthetic"}
+    # the run compared, by its start (a report reads the comparison only beside that run)
+    assert doc["run"] == {"dir": "(this run)", "experiment": "synthetic", "started": "2026-01-01T00:00:00+00:00",
+                          "fingerprint": None}  # fmt: skip
     assert doc["queries_compared"] == 60 and doc["left_out"] == {"only_in_run": [], "only_in_against": []}
     (comparison,) = doc["comparisons"]
     assert (comparison["baseline"], comparison["candidate"], comparison["baseline_source"]) == ("base", "cand", "run")
@@ -174,7 +176,8 @@ def test_cli_compare_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     two_configs(tmp_path / "good", lose=0)
     out = tmp_path / "out"
     assert main(["compare", str(tmp_path / "bad"), "--gates", "nightly", "--out", str(out)]) == 1
-    assert {p.name for p in out.iterdir()} == {"compare.json", "junit.xml", "summary.md"}
+    # and the lock it held while writing them (left in place, as in a run directory)
+    assert {p.name for p in out.iterdir()} == {"compare.json", "junit.xml", "summary.md", ".lock"}
     assert main(["compare", str(tmp_path / "good"), "--gates", "nightly"]) == 0
     assert (tmp_path / "good" / "junit.xml").is_file()
     assert main(["compare", str(tmp_path / "bad"), "--against", str(tmp_path / "good"), "--gates", "nightly"]) == 1
