@@ -29,9 +29,11 @@ NAME_MAX = 255  # bytes in one file name (NAME_MAX of Linux's file systems and o
 
 
 @contextmanager
-def replaced(path: str | Path) -> Iterator[Path]:
+def replaced(path: str | Path, *, sync: bool = True) -> Iterator[Path]:
     """A temporary path beside ``path`` to write to (the file exists, empty); when the block ends without
-    an error it is synced, made 0644 and renamed over ``path``, else it is removed. Parent folders are made."""
+    an error it is synced (unless not ``sync``), made 0644 and renamed over ``path``, else it is removed.
+    Parent folders are made. Unsynced, the file is whole for every process once renamed, but a power cut
+    can leave it short: only for files a reader checks before trusting."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -39,8 +41,9 @@ def replaced(path: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        if sync:
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
@@ -99,9 +102,9 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def write_parquet(path: str | Path, table: Any, *, row_group_size: int | None = None) -> None:
-    """A pyarrow table as a zstd-compressed Parquet file."""
+def write_parquet(path: str | Path, table: Any, *, row_group_size: int | None = None, sync: bool = True) -> None:
+    """A pyarrow table as a zstd-compressed Parquet file (``sync``: see :func:`replaced`)."""
     import pyarrow.parquet as pq
 
-    with replaced(path) as tmp:
+    with replaced(path, sync=sync) as tmp:
         pq.write_table(table, tmp, compression="zstd", row_group_size=row_group_size)

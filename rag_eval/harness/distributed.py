@@ -51,7 +51,6 @@ class WorkerJob:
     configs: tuple[ConfigSpec, ...]
     truth: Truth
     warmup: int
-    prime: bool
     parts_url: str  # a local directory, or an fsspec URL (this replay's own sub-directory)
 
 
@@ -243,7 +242,7 @@ def run_batch(job: WorkerJob, task: BatchTask) -> tuple[int, int]:
     try:
         port = _port(job)
         port.vectors = dict(zip(task.texts, task.vectors, strict=True))
-        replayer = Replayer(port.search, job.configs, job.truth, warmup=job.warmup, prime=job.prime)
+        replayer = Replayer(port.search, job.configs, job.truth, warmup=job.warmup)
         with long_lived_frozen():  # as in a serial replay: the collector leaves the ground truth alone
             write_part(job.parts_url, task.number, replayer.run_batch(task.batch, task.timing))
         port.vectors = {}

@@ -124,7 +124,6 @@ class Replayer:
         transformer: KnowledgeQueryTransformer | None = None,
         warmup: int = 5,
         timing: TimingPlan | None = None,
-        prime: bool = False,
         tick: Tick | None = None,
     ) -> None:
         self.port = port
@@ -133,7 +132,6 @@ class Replayer:
         self.transformer = transformer or KnowledgeQueryTransformer()
         self.warmup = warmup
         self.timing = timing or TimingPlan()
-        self.prime = prime  # search untimed queries once, singly, before keeping hits (a 2.3 server needs it)
         self.tick = tick or (lambda phase, n: None)
         self.signatures: dict[Signature, list[ConfigSpec]] = {}
         for spec in self.configs:
@@ -197,23 +195,14 @@ class Replayer:
             hints.append(self.transformer.transform(text))
             transform_ns.append(clock() - t0)
 
-        # Timing first: it searches a query once before the hits that are kept are fetched. A Milvus 2.3
-        # server answers the first search of a query vector after a load differently from every later one
-        # (measured on ClapNQ: 65 of 256 queries differ, later searches all agree), so the kept hits must
-        # come from a later search for a run right after ingest to equal any later run. Queries the plan
-        # does not time are searched once all the same where the backend needs it (``prime``), one query
-        # per call: a batched first search does not do (ClapNQ, latency off: 89 of 3,000 rows differed
-        # between two runs after batched priming, none after single searches).
+        # Every search is answered as if it were the vector's first since the load (a 2.3 server's HNSW
+        # query cache is skipped: rag_eval.search.milvus.collection.SKIP_QUERY_CACHE), so the kept hits do
+        # not depend on whether the timing pass searched that query before.
         timed, search_us = self._timing(batch, hints) if timing is None else timing
-        timed_set = set(timed)
-        untimed = [hints[j] for j in range(len(batch)) if j not in timed_set]
 
         shared: dict[Signature, list[tuple[KnowledgeSearchHit, ...]]] = {}
         for sig, specs in self.signatures.items():
             width = max(s.config.retrieve_k for s in specs)
-            if self.prime and untimed:
-                for h in untimed:
-                    self.port.search(sig.request(h.normalized_query, width))
             requests = [sig.request(h.normalized_query, width) for h in hints]
             shared[sig] = self._search_many(requests)
             self.tick("retrieve", len(batch))

@@ -9,6 +9,7 @@ and the rows a batch gets are the same: only where the batch is replayed differs
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ class Replayed:
     resumed_batches: int
     load: LoadResult | None = None  # the experiment's [load] measurement, when it has one
     timing_seconds: float = 0.0  # the search timing pass, this session: the latency measurement's own cost
+    replay_seconds: float = 0.0  # the whole replay, this session, timing pass included
     execution: dict[str, Any] | None = None  # where the replay ran (serial or Dask) and where latency was timed
 
 
@@ -112,9 +114,11 @@ def replay(
         plan = ReplayPlan(
             queries=tuple(queries), texts=tuple(texts), resolver=prep.resolver, configs=tuple(exp.configs),
             truth=truth, target=ingested.target, batch_size=exp.batch_size, warmup=exp.warmup, timing=exp.timing,
-            done=frozenset(done), prime=backend.kind == "server",
+            done=frozenset(done),
         )  # fmt: skip
+        started = time.perf_counter()
         outcome = strategy.run(plan, port, store, progress)
+        replay_seconds = time.perf_counter() - started
     store.check_parts()
     return Replayed(
         store=store,
@@ -123,6 +127,7 @@ def replay(
         backend=backend,
         resumed_batches=len(done),
         timing_seconds=outcome.timing_seconds,
+        replay_seconds=replay_seconds,
         execution=outcome.execution,
     )
 

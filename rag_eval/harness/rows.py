@@ -250,16 +250,19 @@ def _losses(
     """The relevant chunks not delivered, in key order, and the stage that lost each."""
     lost_chunks: list[str] = []
     lost_stages: list[str] = []
-    if relevant:
-        best_stage = _best_stage_per_chunk(record, truth)
-        budget_of = {loss.key: loss.budget.value for loss in record.payload.member_losses}
-        for chunk in sorted(relevant):
-            if chunk in delivered:
-                continue
-            lost_chunks.append(chunk)
-            lost_stages.append(
-                NOT_IN_COLLECTION if chunk in truth.lost else _loss_stage(chunk, best_stage, budget_of, true_of_key)
-            )
+    best_stage: dict[str, tuple[int, Stage]] | None = None  # from the trace, made only when a chunk is lost
+    budget_of: dict[str, str] = {}
+    for chunk in sorted(relevant):
+        if chunk in delivered:
+            continue
+        lost_chunks.append(chunk)
+        if chunk in truth.lost:
+            lost_stages.append(NOT_IN_COLLECTION)
+            continue
+        if best_stage is None:
+            best_stage = _best_stage_per_chunk(record, truth)
+            budget_of = {loss.key: loss.budget.value for loss in record.payload.member_losses}
+        lost_stages.append(_loss_stage(chunk, best_stage, budget_of, true_of_key))
     return lost_chunks, lost_stages
 
 

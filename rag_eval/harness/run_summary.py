@@ -123,6 +123,7 @@ def run_summary(
                 warmup=exp.warmup,
                 queries=replayed.queries,
                 timing_seconds=replayed.timing_seconds,
+                replay_seconds=replayed.replay_seconds,
             ),
             "configs": label_search_timing(measured, timing_groups(exp.configs)),
             "execution": replayed.execution,

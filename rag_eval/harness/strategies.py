@@ -66,7 +66,6 @@ class ReplayPlan:
     warmup: int = 5  # searches before each timed search, not recorded
     timing: TimingPlan = field(default_factory=TimingPlan)  # which queries get their search timed
     done: frozenset[int] = frozenset()  # batches already in the run store (a resumed run's)
-    prime: bool = False  # search untimed queries once, singly, before keeping hits (a server needs it)
 
     @property
     def batches(self) -> list[range]:
@@ -163,7 +162,7 @@ class DaskReplay:
         url = store.parts_url(self.cluster.parts_url)
         job = WorkerJob(
             token=uuid.uuid4().hex, target=plan.target, configs=plan.configs, truth=plan.truth,
-            warmup=plan.warmup, prime=plan.prime, parts_url=url,
+            warmup=plan.warmup, parts_url=url,
         )  # fmt: skip
         progress.log(f"replaying {len(plan.todo)} query batches on {self.cluster.label()}")
         searches = len(replayer.signatures)
@@ -191,7 +190,7 @@ def _replayer(plan: ReplayPlan, port: KnowledgeSearchPort, progress: Progress) -
     """The plan's replayer on ``port``, its progress phases announced."""
     replayer = Replayer(
         port, plan.configs, plan.truth, transformer=KnowledgeQueryTransformer(), warmup=plan.warmup,
-        timing=plan.timing, prime=plan.prime, tick=progress.tick,
+        timing=plan.timing, tick=progress.tick,
     )  # fmt: skip
     n_timed = sum(len({s.config.retrieve_k for s in specs}) for specs in replayer.signatures.values())
     all_batches = plan.batches

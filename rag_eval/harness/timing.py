@@ -117,13 +117,15 @@ POSTPROCESS_METHOD = (
 
 
 def latency_note(
-    plan: TimingPlan, *, backend: str, warmup: int, queries: int, timing_seconds: float
+    plan: TimingPlan, *, backend: str, warmup: int, queries: int, timing_seconds: float, replay_seconds: float = 0.0
 ) -> dict[str, Any]:
     """How the run's latency figures were measured, for ``summary.json`` and the report.
 
     ``timing_seconds`` is the wall time the timing searches took in this session (warm-up
-    included; a resumed run's earlier sessions are not counted): the measurement's own cost.
+    included; a resumed run's earlier sessions are not counted): the measurement's own cost, also
+    given as its share of the whole replay's ``replay_seconds`` (timing included; None when unknown).
     """
+    share = round(timing_seconds / replay_seconds, 4) if replay_seconds > 0 else None
     return {
         "backend": backend,
         "search": {
@@ -133,6 +135,8 @@ def latency_note(
             "warmup": warmup,
             "method": SEARCH_METHOD,
             "timing_seconds": round(timing_seconds, 3),
+            "replay_seconds": round(replay_seconds, 3),
+            "timing_share_of_replay": share,
         },
         "postprocess": {
             "method": POSTPROCESS_METHOD,

@@ -139,6 +139,21 @@ def compute(
     return PerQuery(frame, pairs, breakdown, over_cap, np.concatenate([p.max_doc_chunks for p in parts]))
 
 
+def standard_measures(batches: pa.Table | Iterable[pa.Table | pa.RecordBatch], cutoffs: Sequence[int]) -> pd.DataFrame:
+    """The chunk-level standard measures alone (the ones pytrec_eval computes: P, R, nDCG and Success at
+    each cutoff, and RR), for every row of a table or a stream of its batches; NaN where a row is not
+    judged. Only ``member_chunks``, ``relevant_chunks``, ``relevant_grades`` and ``judged`` are read, and
+    only the chunk ids are coded: the same values as :func:`compute`'s ``chunk:`` columns."""
+    frames = []
+    for table in _in_batches(batches):
+        n = table.num_rows
+        judged = table.column("judged").to_numpy(zero_copy_only=False).astype(bool)
+        (members, relevant), vocab = coded(table, ["member_chunks", "relevant_chunks"])
+        grades = int_values(table, "relevant_grades")
+        frames.append(pd.DataFrame(_standard("chunk", members, relevant, grades, len(vocab), judged, cutoffs, n)))
+    return pd.concat(frames, ignore_index=True)
+
+
 def _compute(
     table: pa.Table,
     cutoffs: Sequence[int],

@@ -3,7 +3,8 @@
 100,000 per-query rows of 20 delivered chunks each (:func:`tests.benchmarks.synthetic.per_query_table`):
 ``summarize`` computes every measure of the summary (standard measures at chunk and document level,
 duplicates, caps, same-document recall, losses, latency); pytrec_eval computes the chunk-level standard
-measures only, from dictionaries built beforehand (not timed).
+measures only, from dictionaries built beforehand (not timed); ``standard_measures`` computes those same
+measures (P, R, nDCG, Success at 1, 3, 5, 10 and RR, chunk level) from the same rows.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from rag_eval.metrics.measures import summarize
+from rag_eval.metrics.perquery import standard_measures
 from tests.benchmarks import synthetic
 from tests.benchmarks.conftest import Results, timed
 
@@ -30,6 +32,12 @@ def test_metrics_summarize(benchmark, results: Results, per_query: pa.Table) -> 
     )
     results.record("metrics[summarize]", benchmark)
     assert summary["evidence"]["queries"] == per_query.num_rows == len(frame)
+
+
+def test_metrics_standard_measures(benchmark, results: Results, per_query: pa.Table) -> None:  # type: ignore[no-untyped-def]
+    frame = benchmark.pedantic(standard_measures, args=(per_query, CUTOFFS), rounds=3, iterations=1)
+    results.record("metrics[standard]", benchmark)
+    assert len(frame) == per_query.num_rows and "chunk:nDCG@10" in frame.columns
 
 
 def test_metrics_pytrec_eval(benchmark, results: Results, per_query: pa.Table) -> None:  # type: ignore[no-untyped-def]

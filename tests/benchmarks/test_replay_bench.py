@@ -27,6 +27,7 @@ from rag_eval.harness.steps import prepare
 from rag_eval.harness.store import RunStore
 from rag_eval.harness.timing import LatencyMode, TimingPlan
 from rag_eval.search.milvus import OUTPUT_FIELDS, VECTOR_FIELD, MilvusSearch, MilvusStore, SearchTarget
+from rag_eval.search.milvus.collection import search_params
 from tests.benchmarks.conftest import SERVER_ENV, Results
 from tests.conftest import SHIPPED
 
@@ -87,8 +88,7 @@ def _bare(benchmark: Any, results: Results, setup: Setup) -> None:
     k = setup.exp.configs[0].config.retrieve_k
     with setup.port() as port:
         client = port._conn.client  # the adapter's own pymilvus client: the same connection, nothing around it
-        ef = max(int(setup.exp.index.search_params.get("ef", 0)), k)  # as the adapter sends it
-        params = {"metric_type": setup.exp.index.metric, "params": {**setup.exp.index.search_params, "ef": ef}}
+        params = search_params(port._coll, port._index, k)  # as the adapter sends them (query cache skipped)
 
         def loop() -> None:
             with long_lived_frozen():
@@ -122,7 +122,6 @@ def _replay(benchmark: Any, results: Results, setup: Setup, tmp: Path) -> None:
             setup.truth,
             timing=TimingPlan(mode=LatencyMode.OFF),
             warmup=setup.exp.warmup,
-            prime=setup.backend == "server",  # as a run does: a 2.3 server needs one single search first
         )
 
         def replay(store: RunStore) -> int:

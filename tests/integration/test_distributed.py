@@ -130,7 +130,7 @@ def test_a_worker_that_cannot_reach_milvus_is_an_infrastructure_error(tmp_path: 
         token="t", target=SearchTarget(uri="http://127.0.0.1:9", collection="nowhere", index=IndexSpec.flat(),
                                        token_env="NO_TOKEN", timeout=1.0),
         configs=tuple(exp.configs), truth=Truth(chunks={}, relevance={}, doc_relevance={}), warmup=0,
-        prime=True, parts_url=str(tmp_path),
+        parts_url=str(tmp_path),
     )  # fmt: skip
     task = BatchTask(number=0, batch=[(0, "q0", "replica lag")], texts=["replica lag"],
                      vectors=np.zeros((1, 384), dtype=np.float32), timing=([], {}))  # fmt: skip

@@ -158,6 +158,10 @@ def test_latency_figures_say_how_and_on_which_backend_they_were_measured(
     assert latency["backend"].startswith("Milvus Lite") and latency["search"]["mode"] == "sample"
     assert latency["search"]["timed_queries"] == latency["search"]["queries"] == 264  # fewer than the sample
     assert latency["search"]["timing_seconds"] > 0 and "one query per call" in latency["search"]["method"]
+    search = latency["search"]  # the timing pass's cost, and its share of the replay it is part of
+    assert 0 < search["timing_seconds"] < search["replay_seconds"]
+    assert search["timing_share_of_replay"] == pytest.approx(search["timing_seconds"] / search["replay_seconds"],
+                                                             abs=1e-3)  # of the seconds before rounding
     evidence = result.summary["configs"]["evidence"]
     timing = evidence["search_latency"]
     assert timing["timed_search"] == "dense, no filter, retrieve-k 20"

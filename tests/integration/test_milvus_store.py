@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from rag_eval.core.errors import SearchRequestError, UnsupportedFeatureError
+from rag_eval.core.errors import SearchRequestError, SearchUnavailableError, UnsupportedFeatureError
 from rag_eval.core.types import KnowledgeSearchRequest, SearchMode
 from rag_eval.search.milvus import MAX_NQ, MAX_TOPK, ChunkRow, IndexSpec, MilvusSearch, MilvusStore
+from rag_eval.search.milvus.readiness import handoff_bound, segment_state, wait_handed_over
 from tests.milvus_target import target
 
 DIM = 16
@@ -216,3 +219,44 @@ def test_oversized_text_is_refused_before_milvus(lite_uri: str) -> None:
         store.create(dim=DIM, index=IndexSpec(), manifest={})
         with pytest.raises(SearchRequestError, match="content is 80,000 bytes"):
             store.insert([big])
+
+
+def _segment_ids(client: Any, name: str) -> set[int]:
+    return {s.segment_id for s in client.list_persistent_segments(name) if segment_state(s) in ("Flushed", "Sealed")}
+
+
+@pytest.mark.milvus_server
+def test_finalize_merges_this_collection_and_leaves_the_others(server_uri: str, collection_name: str,
+                                                              drop_after: DropAfter) -> None:
+    """A 2.3 server compacts what the request's collection id names (0, every collection, when it is not
+    set): finalize() merges the two segments of its own collection, and another collection's segment with
+    over a third of its rows deleted (what a compaction of every collection rewrites) stays as it was."""
+    other = f"{collection_name}_other"
+    drop_after(server_uri, collection_name)
+    drop_after(server_uri, other)
+    rows = _rows(400, seed=5)
+    with MilvusStore(target(server_uri, other)) as store:
+        store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
+        store.insert(rows, batch_size=400)
+        store.finalize()
+        client = store._conn.client
+        client.delete(other, filter="vector_id < 150")
+        client.flush(other)
+        before = _segment_ids(client, other)
+    with MilvusStore(target(server_uri, collection_name)) as store:
+        store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
+        client = store._conn.client
+        for part in (rows[:200], rows[200:]):
+            store.insert(part, batch_size=200)
+            client.flush(collection_name)
+        assert len(before) == 1 and len(_segment_ids(client, collection_name)) == 2
+        store.finalize()
+        assert len(_segment_ids(client, collection_name)) == 1 and store.count() == 400
+        time.sleep(3)  # what a compaction of every collection would do is planned in the same job: done by now
+        assert _segment_ids(client, other) == before
+        # a hand-off that does not end in time is the server's failure, said as such (exit 3)
+        late = r"serves 1 of the 1 stored segments .*400 of 401 rows"
+        with pytest.raises(SearchUnavailableError, match=late) as caught:
+            wait_handed_over(store._conn, collection_name, 401, timeout=0.5)
+        assert caught.value.exit_code == 3
+    assert handoff_bound(50_000) >= 3 * 65  # the hand-off of 50,000 x 384 rows measured on this server

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_eval.harness.rows import SCHEMA
-from rag_eval.metrics import columns, measures
+from rag_eval.metrics import columns, measures, perquery
 from tests.budget import examples
 
 from . import rowwise_measures
@@ -153,3 +153,14 @@ def test_a_stream_of_no_parts_is_measured_as_the_empty_table() -> None:
     values = measures.query_values(iter([]), configs=CONFIGS, cutoffs=(1, 5))
     assert values.empty
     assert list(values.columns) == list(measures.query_values(empty, configs=CONFIGS, cutoffs=(1, 5)).columns)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.sampled_from([(1, 3, 5, 10), (2,), (1, 20)]))
+def test_standard_measures_alone_equal_those_of_every_measure(table: pd.DataFrame, cutoffs: tuple[int, ...]) -> None:
+    arrow = measures.as_arrow(table, [f.name for f in SCHEMA])
+    alone = perquery.standard_measures(arrow, cutoffs)
+    _, every = measures.summarize(arrow, configs=CONFIGS, cutoffs=cutoffs)
+    chunk = [c for c in every.columns if c.startswith("chunk:")]
+    assert sorted(alone.columns) == sorted(chunk)
+    pd.testing.assert_frame_equal(alone[chunk], every[chunk].reset_index(drop=True), check_exact=True)

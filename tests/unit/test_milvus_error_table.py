@@ -208,9 +208,16 @@ LITE: list[tuple[str, Callable[[Any], object], Row, type[Exception]]] = [
     ("unknown metric", lambda c: c.search("kb", data=[[1.0] * DIM], limit=1, search_params={"metric_type": "XX"}),
      errors.REFUSED, SearchRequestError),
     ("flush out of time", lambda c: c.flush("kb", timeout=1e-6), errors.UNAVAILABLE, SearchUnavailableError),
-    ("query past its gRPC deadline", lambda c: c.query("kb", filter="vector_id >= 0", limit=50, timeout=1e-9),
+    ("query past its gRPC deadline",  # a deadline already past; now and then the local call still beats it
+     lambda c: _tries(lambda: c.query("kb", filter="vector_id >= 0", limit=50, timeout=1e-9)),
      errors.UNAVAILABLE, SearchUnavailableError),
 ]  # fmt: skip
+
+
+def _tries(call: Callable[[], object], times: int = 5) -> None:
+    """``call`` up to ``times`` times: what it raises first, or nothing when it never raised."""
+    for _ in range(times):
+        call()
 
 
 @pytest.mark.milvus_lite

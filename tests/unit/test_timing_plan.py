@@ -128,8 +128,12 @@ def test_untimed_queries_have_no_search_e2e_or_qps_but_keep_their_post_process_t
     labelled = label_search_timing({"a": {}, "b": {}, "c": {}}, groups)
     assert labelled["a"]["search_latency"]["shared_with"] == ["b"]
     assert labelled["c"]["search_latency"]["shared_with"] == []
-    note = latency_note(TimingPlan(sample_size=4, seed=1), backend="x", warmup=1, queries=12, timing_seconds=0.5)
+    note = latency_note(TimingPlan(sample_size=4, seed=1), backend="x", warmup=1, queries=12, timing_seconds=0.5,
+                        replay_seconds=2.0)  # fmt: skip
     assert (note["search"]["timed_queries"], note["search"]["seed"], note["postprocess"]["timed_queries"]) == (4, 1, 12)
+    assert (note["search"]["replay_seconds"], note["search"]["timing_share_of_replay"]) == (2.0, 0.25)
+    unknown = latency_note(TimingPlan(), backend="x", warmup=1, queries=12, timing_seconds=0.5)
+    assert unknown["search"]["timing_share_of_replay"] is None
 
 
 def test_latency_off_times_nothing(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from rag_eval.core.errors import CollectionNotLoadedError, SearchRequestError
 from rag_eval.search.milvus.connection import Connection
@@ -23,7 +23,9 @@ from rag_eval.search.milvus.schema import INDEX_PROPERTY, SPARSE_FIELD, VECTOR_F
 class Collection:
     """A rag_eval collection as Milvus describes it: the vector field's dimension, metric and index type
     (None before the index is built), whether BM25 full text feeds its sparse field, and its properties
-    (the manifest and the IndexSpec recorded at create)."""
+    (the manifest and the IndexSpec recorded at create). ``skip_query_cache``: whether its HNSW searches
+    ask the index to skip its query cache (False only where the backend refuses to be asked:
+    :func:`rag_eval.search.milvus.probes.probe_query_cache`)."""
 
     name: str
     dim: int
@@ -31,6 +33,7 @@ class Collection:
     index_type: str | None
     full_text: bool
     properties: Mapping[str, str]
+    skip_query_cache: bool = True
 
 
 def collection_of(target: SearchTarget) -> str:
@@ -118,9 +121,24 @@ def stored_index(coll: Collection) -> IndexSpec:
         return IndexSpec(index_type=coll.index_type, metric=coll.metric, build_params={}, search_params={})
 
 
+# The HNSW index of a 2.3 server (knowhere) keeps, per loaded segment, a cache from a query vector to its
+# last top hit, and starts the next search of that vector there instead of at the graph's entry point: the
+# first search of a vector after a load answers differently from every later one (ClapNQ, ef 64: 6 of 600
+# queries). ``for_tuning`` makes the index skip that cache, so every search of a vector is its first.
+SKIP_QUERY_CACHE: Final = "for_tuning"
+
+
+def is_hnsw(coll: Collection) -> bool:
+    return (coll.index_type or "").upper().startswith("HNSW")
+
+
 def search_params(coll: Collection, index: IndexSpec, limit: int) -> dict[str, Any]:
-    """What a search of ``limit`` hits sends: the index's search parameters, HNSW's ``ef`` at least ``limit``."""
+    """What a search of ``limit`` hits sends: the index's search parameters, HNSW's ``ef`` at least ``limit``
+    and its query cache skipped (:data:`SKIP_QUERY_CACHE`), so that a search answers the same whatever
+    searched that vector before."""
     params = dict(index.search_params)
-    if (coll.index_type or "").upper().startswith("HNSW"):
+    if is_hnsw(coll):
         params["ef"] = max(int(params.get("ef", 0)), limit)
+        if coll.skip_query_cache:
+            params[SKIP_QUERY_CACHE] = True
     return {"metric_type": coll.metric or index.metric, "params": params}

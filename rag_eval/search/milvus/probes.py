@@ -2,14 +2,24 @@
 
 The 2.3 server accepts ``group_by_field`` and returns ungrouped hits, answers ``hybrid_search`` with
 UNIMPLEMENTED, and (like Lite 3.2) refuses ``filter_params``; each probe is one small call that shows it.
+Both accept the HNSW search parameter that skips the index's query cache; a backend that refused it would
+be searched without it (:func:`probe_query_cache`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
-from rag_eval.core.errors import FilterError, SearchRequestError, UnsupportedFeatureError
-from rag_eval.search.milvus.collection import Collection, search_params
+from rag_eval.core.errors import (
+    FilterError,
+    SearchBackendError,
+    SearchRequestError,
+    UnsupportedFeatureError,
+)
+from rag_eval.search.milvus.collection import Collection, is_hnsw, search_params
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.schema import VECTOR_FIELD, IndexSpec, milvus_string_literal
@@ -88,3 +98,42 @@ def probe_templating(conn: Connection, coll: Collection, *, field_expr: str = "c
     except (FilterError, SearchRequestError):
         return False
     return True
+
+
+def probe_query_cache(conn: Connection, coll: Collection, index: IndexSpec, *,
+                      vector_field: str = VECTOR_FIELD) -> Collection:  # fmt: skip
+    """``coll`` as its searches are to be sent: asking the HNSW index to skip its query cache, unless this
+    backend refuses a search that asks it and answers the same search without (one or two small searches;
+    none for another index type)."""
+    if not is_hnsw(coll) or not coll.skip_query_cache:
+        return coll
+    plain = search_params(replace(coll, skip_query_cache=False), index, 1)
+    if refuses(conn, coll, search_params(coll, index, 1), plain, vector_field=vector_field):
+        return replace(coll, skip_query_cache=False)
+    return coll
+
+
+def refuses(conn: Connection, coll: Collection, tried: Mapping[str, Any], plain: Mapping[str, Any], *,
+            vector_field: str = VECTOR_FIELD) -> bool:  # fmt: skip
+    """Whether the backend refuses a one-hit search with the search parameters ``tried`` and answers it
+    with ``plain``. A failure of both is not a refusal of ``tried``: the second one is raised."""
+
+    def search(params: Mapping[str, Any]) -> None:
+        conn.call(
+            "search",
+            conn.client.search,
+            coll.name,
+            data=[[1.0] * coll.dim],
+            anns_field=vector_field,
+            limit=1,
+            search_params=dict(params),
+            collection=coll.name,
+            retry=False,
+        )
+
+    try:
+        search(tried)
+    except (SearchRequestError, SearchBackendError, UnsupportedFeatureError):
+        search(plain)
+        return True
+    return False

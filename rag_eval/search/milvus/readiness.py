@@ -13,13 +13,15 @@ import time
 from typing import Any, Final
 
 from rag_eval.core.errors import SearchBackendError, SearchRequestError, SearchUnavailableError, UnsupportedFeatureError
-from rag_eval.search.milvus.collection import Collection, count, describe, search_params
+from rag_eval.search.milvus.collection import Collection, count, describe, read_description, search_params
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.schema import VECTOR_FIELD, IndexSpec, one_line
 
 _VISIBLE_WAIT_S: Final = 120.0
 _INDEX_WAIT_S: Final = 600.0
 _SETTLE_WAIT_S: Final = 20.0
+_HANDOFF_MIN_S: Final = 120.0
+_HANDOFF_S_PER_ROW: Final = 0.005
 
 
 def settle(conn: Connection, name: str, index: IndexSpec, *, vector_field: str = VECTOR_FIELD,
@@ -63,16 +65,24 @@ def settle(conn: Connection, name: str, index: IndexSpec, *, vector_field: str =
         time.sleep(0.3)
 
 
-def wait_handed_over(conn: Connection, name: str, rows: int) -> None:
+def handoff_bound(rows: int) -> float:
+    """Seconds :func:`wait_handed_over` waits for ``rows`` rows by default: 120 s at least, 5 ms a row
+    beyond (a 2.3.5 server took 65 s to merge, index and serve 50,000 x 384 rows on 2 cores)."""
+    return max(_HANDOFF_MIN_S, rows * _HANDOFF_S_PER_ROW)
+
+
+def wait_handed_over(conn: Connection, name: str, rows: int, *, timeout: float | None = None) -> None:
     """Wait until the query nodes serve exactly the stored segments, sealed, holding every row.
 
     After a compaction the query nodes swap the merged segment in for its sources in the background; until
     then searches may be answered from the sources (other HNSW graphs, other hits), and agreeing probes do
-    not show that the swap is over. Bounded: a server that reports segments another way (another version,
-    a cluster with replicas) is left to the settle probe after ``_SETTLE_WAIT_S``.
+    not show that the swap is over. Bounded by ``timeout`` (default :func:`handoff_bound` of ``rows``):
+    past it the server is not serving the collection it stored, an infrastructure failure (exit 3). A
+    server without these calls is left to the settle probe.
     """
-    deadline = time.monotonic() + _SETTLE_WAIT_S
-    while time.monotonic() < deadline:
+    bound = handoff_bound(rows) if timeout is None else timeout
+    deadline = time.monotonic() + bound
+    while True:
         try:
             loaded = conn.call("list loaded segments", conn.client.list_loaded_segments, name, collection=name)
             stored = conn.call("list segments", conn.client.list_persistent_segments, name, collection=name)
@@ -85,6 +95,13 @@ def wait_handed_over(conn: Connection, name: str, rows: int) -> None:
         sealed = all(segment_state(s) == "Sealed" for s in loaded)
         if served == kept and sealed and sum(s.num_rows for s in loaded) >= rows:
             return
+        if time.monotonic() > deadline:
+            raise SearchUnavailableError(
+                f"Milvus at {conn.shown} serves {len(served & kept)} of the {len(kept)} stored segments of "
+                f"{name!r} ({sum(s.num_rows for s in loaded):,} of {rows:,} rows) after {bound:g} s: check "
+                "the query nodes, then finalize again (or allow the hand-off longer)",
+                uri=conn.shown,
+            )
         time.sleep(0.3)
 
 
@@ -103,11 +120,15 @@ def stored_segments(conn: Connection, name: str) -> int:
     return sum(1 for s in stored if segment_state(s) in ("Flushed", "Sealed"))
 
 
-def compact(conn: Connection, name: str) -> None:
-    """Merge the collection's segments now, and wait until the merge is done."""
+def compact(conn: Connection, name: str) -> bool:
+    """Merge this collection's segments now and wait until the merge is done; False, and nothing done,
+    where the client offers no way to name the collection by its id."""
     # A server merges the small segments of a fresh collection in the background, and re-indexes them;
     # searches before and after that answer from different HNSW graphs.
-    job = conn.call("compact", conn.client.compact, name, collection=name)
+    collection_id = int(read_description(conn, name)["collection_id"])
+    job = conn.call("compact", _compact_by_id, conn.client, name, collection_id, collection=name, retry=False)
+    if job is None:
+        return False
     deadline = time.monotonic() + _INDEX_WAIT_S
     while conn.call("compaction state", conn.client.get_compaction_state, job, collection=name) != "Completed":
         if time.monotonic() > deadline:
@@ -117,6 +138,29 @@ def compact(conn: Connection, name: str) -> None:
                 uri=conn.shown,
             )
         time.sleep(0.2)
+    return True
+
+
+def _compact_by_id(client: Any, name: str, collection_id: int, *, timeout: float) -> int | None:
+    """The job of a manual compaction of collection ``collection_id`` (None: not sent).
+
+    ``MilvusClient.compact`` (pymilvus 3.0) names the collection only; a 2.3 server reads the request's
+    collection id, 0 when unset, and then compacts segments of other collections and not this one. The
+    request is built as pymilvus builds it for a server that does not know the name: with the id.
+    """
+    from pymilvus.client.prepare import Prepare
+    from pymilvus.client.utils import check_status
+
+    handler = getattr(client, "_get_connection", lambda: None)()
+    stub = getattr(handler, "_stub", None)
+    if stub is None:
+        return None
+    request = Prepare.manual_compaction(
+        collection_name=name, is_clustering=False, is_l0=False, collection_id=collection_id
+    )
+    response = stub.ManualCompaction(request, timeout=timeout)
+    check_status(response.status)
+    return int(response.compactionID)
 
 
 def wait_indexed(conn: Connection, name: str, inserted: int) -> None:

@@ -47,7 +47,7 @@ from rag_eval.search.milvus.collection import (
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.foreign import foreign_collection, foreign_hit
 from rag_eval.search.milvus.lazy import pymilvus
-from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_templating
+from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_query_cache, probe_templating
 from rag_eval.search.milvus.readiness import settle
 from rag_eval.search.milvus.schema import (
     DEFAULT_CALL_TIMEOUT,
@@ -114,8 +114,10 @@ class MilvusSearch(PortBase):
                 self._check_index()
             else:
                 self._coll, self._index = foreign_collection(self._conn, collection, fields)
-            if ensure_loaded(self._conn, collection, load) and self._conn.kind == "server":
-                vector, rows = (VECTOR_FIELD, "vector_id >= 0") if fields is None else (fields.vector, "")
+            loaded_now = ensure_loaded(self._conn, collection, load)
+            vector, rows = (VECTOR_FIELD, "vector_id >= 0") if fields is None else (fields.vector, "")
+            self._coll = probe_query_cache(self._conn, self._coll, self._index, vector_field=vector)
+            if loaded_now and self._conn.kind == "server":
                 settle(self._conn, collection, self._index, vector_field=vector, rows_filter=rows, coll=self._coll)
         except BaseException:
             self._conn.close()

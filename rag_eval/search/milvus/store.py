@@ -82,8 +82,12 @@ class MilvusStore(PortBase):
     >>> tmp.cleanup()
     """
 
-    def __init__(self, target: SearchTarget, *, retries: int = 3, call_timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+    def __init__(self, target: SearchTarget, *, retries: int = 3, call_timeout: float = DEFAULT_CALL_TIMEOUT,
+                 handoff_timeout: float | None = None) -> None:  # fmt: skip
+        """``handoff_timeout``: how long :meth:`finalize` waits for a server to serve the segments it stored
+        (None: bounded by the row count, :func:`rag_eval.search.milvus.readiness.handoff_bound`)."""
         self.target = target
+        self.handoff_timeout = handoff_timeout
         self.collection = collection_of(target)
         self._conn = Connection(target, retries=retries, call_timeout=call_timeout)
         self._dim: int | None = None
@@ -229,12 +233,11 @@ class MilvusStore(PortBase):
         return record, nbytes
 
     def finalize(self) -> None:
-        """Flush, build the index and wait until it covers every row, load, and wait until every row is
-        visible to searches: no query is answered from an unindexed segment, so two runs give the same hits."""
+        """Flush, build the index and wait until it covers every row, merge a server's segments into one, load,
+        and wait until every row is visible to searches from the segments stored: no query is answered from an
+        unindexed or a merged-away segment, so two runs give the same hits."""
         conn, name = self._conn, self.collection
         conn.call("flush", conn.client.flush, name, collection=name)
-        if conn.kind == "server" and stored_segments(conn, name) > 1:
-            compact(conn, name)  # one segment has nothing to merge (and no deletes to purge: rows are only inserted)
         coll = describe(conn, name)
         index = self._index or stored_index(coll)
         if coll.index_type is None:
@@ -253,10 +256,14 @@ class MilvusStore(PortBase):
                 retry=False,
             )
         wait_indexed(conn, name, self._inserted)
+        # A 2.3 server merges only indexed segments, so the merge comes after the index (one segment has
+        # nothing to merge, and no deletes to purge: rows are only inserted); the merged one is indexed anew.
+        if conn.kind == "server" and stored_segments(conn, name) > 1 and compact(conn, name):
+            wait_indexed(conn, name, self._inserted)
         ensure_loaded(conn, name, load=True)
         wait_visible(conn, name, self._inserted)
         if conn.kind == "server":
-            wait_handed_over(conn, name, self._inserted)
+            wait_handed_over(conn, name, self._inserted, timeout=self.handoff_timeout)
             settle(conn, name, self._index or stored_index(describe(conn, name)))
 
     def count(self) -> int:
