@@ -167,11 +167,16 @@ class RelativeCheck(Check):
             fewest = min_units(alpha_each)
             units = "1 unit is" if paired.n == 1 else f"{paired.n} units are"
             reason = f"{units} too few to test at alpha {alpha_each:.3g} (at least {fewest})"
-        else:
+        elif not math.isfinite(mde) or mde > self.threshold:
             reason = (
                 f"{paired.n} units cannot detect a {self.direction} of {limit} at alpha {alpha_each:.3g} and "
                 f"{settings.power:.0%} power (smallest detectable {f(mde)}), and the one-sided "
                 f"{1 - settings.alpha:.0%} bound {f(upper)} does not rule one out"
+            )
+        else:  # detectable in principle; this change sits too near the threshold to be ruled out or in
+            reason = (
+                f"the one-sided {1 - settings.alpha:.0%} bound {f(upper)} does not rule out a {self.direction} "
+                f"beyond {limit}, nor is one shown (smallest detectable at {settings.power:.0%} power: {f(mde)})"
             )
         return self.result("underpowered", f"underpowered: {reason}; observed {shown}, interval {interval}", **values)
 

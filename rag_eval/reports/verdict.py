@@ -3,8 +3,9 @@
 
 One clause per measure a gate holds, in the gates' order, worded from the registry's label and unit
 (:mod:`rag_eval.metrics.registry`) and the number's one verdict in ``compare.json``: a change that is
-significant says which way, by how much and its interval; one that is not says "unchanged" with its
-interval; a check on the config's own value says the value and whether it holds.
+significant says which way, by how much and its interval; one whose interval holds no change says
+"no clear change" with its interval; one outside it but not significant (a one-sided gate's other way,
+or Holm) says so; a check on the config's own value says the value and whether it holds.
 
 >>> comparison = {"baseline": "legacy-merge", "candidate": "evidence", "metrics": [
 ...     {"metric": "same_doc_multi_chunk_recall", "delta": -0.049, "ci_low": -0.077, "ci_high": -0.025,
@@ -16,7 +17,17 @@ interval; a check on the config's own value says the value and whether it holds.
 ...     {"metric": "latency:postsearch_cpu:p50", "kind": "relative", "outcome": "pass", "value": 0.01}]}
 >>> verdict_sentence(comparison)  # doctest: +NORMALIZE_WHITESPACE
 'evidence vs legacy-merge: same-document multi-chunk recall worse by 0.049 [0.025, 0.077], significant;
- post-search CPU latency p50 unchanged (×1.01 [0.98, 1.03], not significant)'
+ post-search CPU latency p50 no clear change (×1.01 [0.98, 1.03], not significant)'
+
+A gain that a drop-only gate does not test is a gain, not "no change":
+
+>>> verdict_sentence({"baseline": "a", "candidate": "b", "metrics": [
+...     {"metric": "cap_compliance_true", "delta": 0.6, "ci_low": 0.5, "ci_high": 0.65, "significant": False,
+...      "alternative": "less", "candidate": 0.9, "ratio": None}],
+...   "gates": [{"metric": "cap_compliance_true", "kind": "relative", "outcome": "pass", "value": -0.6}]})
+... # doctest: +NORMALIZE_WHITESPACE
+'b vs a: cap compliance (true documents) better by 60.0 points [50.0, 65.0 points],
+ not significant (tested one-sided, a fall only)'
 """
 
 from __future__ import annotations
@@ -65,20 +76,32 @@ def _change(m: Measure, e: Mapping[str, Any]) -> str:
         if any(_missing(e.get(k)) for k in ("ratio", "ratio_ci_low", "ratio_ci_high")):
             return f"{label} not measured on both sides"
         ratio, low, high = float(e["ratio"]), float(e["ratio_ci_low"]), float(e["ratio_ci_high"])
-        if not e.get("significant"):
-            return f"{label} unchanged (×{ratio:.2f} [{low:.2f}, {high:.2f}], not significant)"
+        if not e.get("significant") and low <= 1 <= high:
+            return f"{label} no clear change (×{ratio:.2f} [{low:.2f}, {high:.2f}], not significant)"
         way = "slower" if ratio > 1 else "faster"
         ends = sorted((abs(low - 1), abs(high - 1)))
-        return f"{label} {way} by {abs(ratio - 1):.1%} [{ends[0]:.1%}, {ends[1]:.1%}], significant"
+        return f"{label} {way} by {abs(ratio - 1):.1%} [{ends[0]:.1%}, {ends[1]:.1%}], {_significance(e)}"
     if any(_missing(e.get(k)) for k in ("delta", "ci_low", "ci_high")):
         return f"{label} not testable here ({e.get('n', 0)} units)"
     delta, low, high = float(e["delta"]), float(e["ci_low"]), float(e["ci_high"])
-    if not e.get("significant"):
-        return f"{label} unchanged ({delta:+.{m.digits}f} [{low:+.{m.digits}f}, {high:+.{m.digits}f}], not significant)"
+    if not e.get("significant") and low <= 0 <= high:
+        d = m.digits
+        return f"{label} no clear change ({delta:+.{d}f} [{low:+.{d}f}, {high:+.{d}f}], not significant)"
     better = (delta > 0) == bool(m.higher_is_better)
     ends = sorted((abs(low), abs(high)))
     interval = f"[{_amount(m, ends[0])}, {_amount(m, ends[1])}]".replace(" points,", ",")
-    return f"{label} {'better' if better else 'worse'} by {_amount(m, delta)} {interval}, significant"
+    return f"{label} {'better' if better else 'worse'} by {_amount(m, delta)} {interval}, {_significance(e)}"
+
+
+def _significance(e: Mapping[str, Any]) -> str:
+    """A change whose interval excludes none may still not be significant: its gate tests the other way
+    only (one-sided), or Holm's step asks for more."""
+    if e.get("significant"):
+        return "significant"
+    alternative = e.get("alternative")
+    if alternative in ("less", "greater"):
+        return f"not significant (tested one-sided, {'a fall' if alternative == 'less' else 'a rise'} only)"
+    return "not significant after correction"
 
 
 def _own_value(m: Measure, gate: Mapping[str, Any], entry: Mapping[str, Any] | None) -> str:

@@ -253,3 +253,12 @@ def test_run_refuses_bad_gates_before_anything_runs(tmp_path: Path, capsys: pyte
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{exp}{where}" in err, err
         assert not out.exists() and not (tmp_path / "l.db").exists()
+
+
+def test_an_underpowered_change_near_the_threshold_is_not_called_undetectable() -> None:
+    """A precise change just at the threshold (its smallest detectable change well below it) is
+    underpowered because its bound straddles the threshold, not because the units cannot detect it."""
+    near = paired(candidate=0.479, delta=-0.021, ci_low=-0.026, ci_high=-0.016, se=0.0025, p_value=0.3)
+    outcome, message = evaluate("same_doc_multi_chunk_recall drop <= 0.02", near, 0.3)
+    assert outcome == "underpowered", message
+    assert "cannot detect" not in message and "does not rule out a drop beyond 0.02, nor is one shown" in message
