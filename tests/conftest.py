@@ -55,10 +55,13 @@ def uses_the_server(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the Milvus server run one at a time in one worker; under a mutant, the cheapest first."""
+    """Tests on the Milvus server run one at a time in one worker, an integration module's other tests in one
+    worker; under a mutant, the cheapest first."""
     for item in items:  # with pytest-xdist's --dist loadgroup (make test): one server per machine, shared
         if uses_the_server(item):
             item.add_marker(pytest.mark.xdist_group(SERVER_GROUP))
+        elif "integration" in item.path.parts:  # a module's runs (module fixtures) are made once, in one worker
+            item.add_marker(pytest.mark.xdist_group(f"module:{item.path.name}"))
     order_for_mutants(items)
 
 

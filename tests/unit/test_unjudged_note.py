@@ -52,5 +52,6 @@ def test_a_run_judged_on_most_queries_carries_no_such_note(
 def test_the_reports_verdict_says_most_queries_are_unjudged(tmp_path: Path, judged: int, noted: bool) -> None:
     run = synthetic_run(tmp_path / "run", n_queries=40, judged=judged, render=False)
     assert (NOTE in verdict_of(render_html(run))) is noted  # not compared yet: the run's own verdict
-    assert cli.main(["compare", str(run), "--gates", "default"]) in (0, 1)
+    # a verdict whatever it is (the synthetic run lacks some gated measures: an error gate, exit 2)
+    assert cli.main(["compare", str(run), "--gates", "default"]) in (0, 1, 2)
     assert (NOTE in verdict_of(render_html(run))) is noted
