@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from rag_eval.core.errors import FilterError, as_written, quoted
+from rag_eval.redact import redact_value
 
 if TYPE_CHECKING:  # fields.py reads this module's quoting; the map is only named here
     from rag_eval.search.milvus.fields import FieldMap
@@ -246,11 +247,9 @@ def uri_problem(uri: str) -> str | None:
 
 
 def redact_uri_loosely(uri: str) -> str:
-    """Like :func:`redact_uri`, for URIs that may not even parse: credentials cut at the last ``@``."""
-    scheme, sep, rest = uri.partition("://")
-    netloc, slash, path = rest.partition("/")
-    host = netloc.rsplit("@", 1)[-1]
-    return f"{scheme}{sep}{host}{slash}{path}" if sep else uri.rsplit("@", 1)[-1]
+    """Like :func:`redact_uri`, for URIs that may not even parse: credentials cut at the last ``@``, the
+    query and fragment dropped (:func:`rag_eval.redact.redact_value`, which the lock's records use too)."""
+    return redact_value(uri)
 
 
 def one_line(text: object, limit: int = 240) -> str:
