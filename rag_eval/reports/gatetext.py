@@ -26,51 +26,54 @@ applies to.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from rag_eval.compare.checks import AbsoluteCheck, RelativeCheck
+from rag_eval.compare.gates import parse_check
+from rag_eval.core.errors import GatesError
 from rag_eval.reports.display import Measure, fmt, measure, normalise_key
 
-_SPEC = re.compile(
-    r"^\s*(?:(?:fail|warn)\s+)?(?P<metric>\S+)\s+(?P<op>drop|growth|rise|==|!=|<=|>=|<|>)\s*(?:(?P<bound><=)\s*)?"
-    r"(?P<number>[-+]?[\d.]+(?:[eE][-+]?\d+)?)\s*(?P<unit>%|us|µs|ms|s)?(?:\s+for\s+.*)?$"
-)
 _ABSOLUTE = {"==": "is", "!=": "is not", "<=": "is at most", ">=": "is at least", "<": "is below", ">": "is above"}
-_RELATIVE = {"drop": "drops by at most", "growth": "grows by at most", "rise": "rises by at most"}
-_DONE = {"drop": "dropped by", "growth": "grew by", "rise": "rose by"}
-_AGAINST = {"drop": "rose by", "growth": "fell by", "rise": "fell by"}
+_RELATIVE = {"drop": "drops by at most", "growth": "grows by at most"}
+_DONE = {"drop": "dropped by", "growth": "grew by"}
+_AGAINST = {"drop": "rose by", "growth": "fell by"}
 _SEVERITY = {"fail": "required", "warn": "advisory"}
-_TIME = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def _measure(gate: Mapping[str, Any]) -> Measure:
     return measure(normalise_key(str(gate.get("metric", ""))))
 
 
-def _number(m: Measure, value: float, unit: str | None) -> str:
-    """A threshold as the check means it: a share in percent, a time with its unit, else as written."""
-    if unit == "%":
-        return f"{value:g}%"
-    if unit in _TIME or m.unit == "us":
-        return fmt(m, value * _TIME.get(unit or "us", 1.0))
+def _check(gate: Mapping[str, Any]) -> AbsoluteCheck | RelativeCheck | None:
+    """The gate's check as the gates file's own grammar reads it (None: a spec this version cannot read,
+    e.g. of a metric it no longer knows)."""
+    try:
+        return parse_check(str(gate.get("spec") or ""), path="compare.json")
+    except GatesError:
+        return None
+
+
+def _threshold(m: Measure, check: AbsoluteCheck | RelativeCheck) -> str:
+    """A threshold as the check means it: a share of the baseline in percent, a time with its unit, a
+    share in percent (absolute) or points (a change), else as written."""
+    if isinstance(check, RelativeCheck) and check.relative:
+        return f"{check.threshold * 100:g}%"
+    if m.unit == "us":
+        return fmt(m, check.threshold)  # parse_check gives times in microseconds
     if m.unit == "share":
-        return f"{value * 100:g}%"
-    return f"{value:g}"
+        return f"{check.threshold * 100:g} pts" if isinstance(check, RelativeCheck) else f"{check.threshold * 100:g}%"
+    return f"{check.threshold:g}"
 
 
 def check_words(gate: Mapping[str, Any]) -> str:
     """What the gate checks, in words (its spec as written when it cannot be read)."""
-    spec = str(gate.get("spec") or gate.get("id") or "")
-    found = _SPEC.match(spec)
-    m = _measure(gate)
-    if found is None:
-        return spec
-    value, unit = float(found["number"]), found["unit"]
-    if found["op"] in _RELATIVE:
-        amount = f"{value * 100:g} pts" if unit is None and m.unit == "share" else _number(m, value, unit)
-        return f"{m.label} {_RELATIVE[found['op']]} {amount}"
-    return f"{m.label} {_ABSOLUTE[found['op']]} {_number(m, value, unit)}"
+    check, m = _check(gate), _measure(gate)
+    if check is None:
+        return str(gate.get("spec") or gate.get("id") or "")
+    if isinstance(check, RelativeCheck):
+        return f"{m.label} {_RELATIVE[check.direction]} {_threshold(m, check)}"
+    return f"{m.label} {_ABSOLUTE[check.op]} {_threshold(m, check)}"
 
 
 def observed(gate: Mapping[str, Any]) -> str:
@@ -80,18 +83,16 @@ def observed(gate: Mapping[str, Any]) -> str:
         return "it could not be measured" if gate.get("outcome") == "error" else ""
     value = float(raw)
     m = _measure(gate)
-    found = _SPEC.match(str(gate.get("spec") or ""))
-    if gate.get("kind") == "relative" and found is not None and found["op"] in _DONE:
-        done = _DONE[found["op"]] if value >= 0 else _AGAINST[found["op"]]  # a change the other way
+    check = _check(gate)
+    if gate.get("kind") == "relative" and isinstance(check, RelativeCheck):
+        done = _DONE[check.direction] if value >= 0 else _AGAINST[check.direction]  # a change the other way
         value = abs(value)
-        if found["unit"] == "%":
+        if check.relative:
             return f"it {done} {value * 100:.1f}%"
         if m.unit == "share":
             return f"it {done} {value * 100:.1f} pts"
         return f"it {done} {fmt(m, value)}"
     return f"it is {fmt(m, value)}"
-
-
 
 
 def chip_text(gate: Mapping[str, Any]) -> str:
