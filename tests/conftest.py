@@ -7,9 +7,12 @@ is absent.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +47,30 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 SERVER_GROUP = "milvus-server"
+SERVER_ENV = "RAG_EVAL_MILVUS_SERVER_URI"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (``make test``), one Milvus server for every worker: only one can run on a machine
+    (its etcd port is fixed), so the controller starts it before the workers and they inherit its URI
+    (``RAG_EVAL_MILVUS_SERVER_URI``); without xdist the session fixture starts one as it needs it."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not workers or os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(SERVER_ENV):
+        return
+    if config.option.collectonly or importlib.util.find_spec("milvus") is None:
+        return
+    from tests.integration import milvus_server
+
+    data = Path(tempfile.mkdtemp(prefix="rag-eval-tests-milvus-"))
+    server = milvus_server.start(data)
+    os.environ[SERVER_ENV] = server.uri
+
+    def stop() -> None:
+        milvus_server.stop(server)
+        os.environ.pop(SERVER_ENV, None)
+        shutil.rmtree(data, ignore_errors=True)
+
+    config.add_cleanup(stop)
 
 
 def uses_the_server(item: pytest.Item) -> bool:
