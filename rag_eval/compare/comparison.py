@@ -15,6 +15,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -25,15 +26,8 @@ from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeC
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
 from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings, unjudged_note
-from rag_eval.compare.stats import (
-    Alternative,
-    Paired,
-    Settings,
-    aggregate,
-    paired_compare,
-    paired_p_value,
-    required_resamples,
-)
+from rag_eval.compare.stats import Alternative, Paired, Settings, aggregate, paired_compare, required_resamples
+from rag_eval.compare.units import UnitFrames, Units, monte_carlo, p_values, unit_frames, unit_values
 from rag_eval.compare.verdicts import (
     FAMILY_TEXT,
     MC_ROUNDS,
@@ -45,6 +39,7 @@ from rag_eval.compare.verdicts import (
     gate_alternative,
 )
 from rag_eval.core.errors import RunDirectoryError
+from rag_eval.metrics.registry import Per
 
 COMPARE_SCHEMA_VERSION = 1
 SCHEMA_KEYS = (
@@ -108,14 +103,19 @@ def compare(
     )
     configs = [{**run.config(p.candidate), "name": p.candidate} for p in plan]
     families = _families(gates, configs, metrics)
-    units = [{m.name: _units(m, pairing, run, queries) for m in metrics} for pairing in plan]
+    frames = [
+        unit_frames({"query": p.base_run.values, "pair": p.base_run.pairs}, {"query": run.values, "pair": run.pairs},
+                    p.baseline, p.candidate, queries)
+        for p in plan
+    ]  # fmt: skip
+    units = [{m.name: unit_values(m, frames[i]) for m in metrics} for i in range(len(plan))]
     position = dict(zip(run.table["query_id"].astype(str), run.table["query_index"], strict=True))
     results = [
-        _compared_metrics(i, pairing, metrics, units[i], settings, families, position)
+        _compared_metrics(i, pairing, metrics, units[i], frames[i], settings, families, position)
         for i, pairing in enumerate(plan)
     ]
     tested_pairs = {(i, m.name): (m, p) for i, rows in enumerate(results) for m, p, _ in rows if m.tested}
-    redraw = _redrawer(plan, units, tested_pairs, settings)
+    redraw = _redrawer(plan, units, frames, tested_pairs, settings)
     verdicts, redrawn = decide(tested_pairs, families, alpha=settings.alpha, redraw=redraw)
     results = [[(m, redrawn.get((i, m.name), p), ch) for m, p, ch in rows] for i, rows in enumerate(results)]
     gated = [k for k, f in families.items() if f == "gates"]
@@ -189,24 +189,32 @@ def _pairing_notes(
 
 def _redrawer(
     plan: Sequence[_Pairing],
-    units: Sequence[Mapping[str, tuple[np.ndarray, np.ndarray, list[str]]]],
+    units: Sequence[Mapping[str, Units]],
+    frames: Sequence[UnitFrames],
     tested: Mapping[Key, tuple[Metric, Paired]],
     settings: Settings,
 ) -> Redraw:
-    """A p-value drawn again with 4**round times the resamples, from its own stream of the seed."""
+    """P-values drawn again with 4**round times the resamples, each comparison's together, from its own
+    flip stream of the seed for that round."""
 
-    def redraw(key: Key, round_: int) -> tuple[float | None, float | None]:
-        i, name = key
-        metric, paired = tested[key]
-        base, cand, _ = units[i][name]
-        more = replace(settings, permutations=(settings.permutations + 1) * 4**round_ - 1)
-        rng = np.random.default_rng([settings.seed, _stable(plan[i], metric), round_])
-        return paired_p_value(
-            base, cand, kind=metric.kind, settings=more, rng=rng, percentile=metric.percentile,
-            alternative=paired.alternative,
-        )  # fmt: skip
+    def redraw(keys: Sequence[Key], round_: int) -> dict[Key, tuple[float | None, float | None]]:
+        more = (settings.permutations + 1) * 4**round_ - 1
+        out: dict[Key, tuple[float | None, float | None]] = {}
+        for i in sorted({i for i, _ in keys}):
+            batch = {name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1].alternative)
+                     for j, name in keys if j == i}  # fmt: skip
+            stream = partial(_flips, plan[i], seed=settings.seed, round_=round_)
+            drawn = p_values(batch, frames[i], resamples=more, stream=stream)
+            out.update({(i, name): value for name, value in drawn.items()})
+        return out
 
     return redraw
+
+
+def _flips(pairing: _Pairing, per: Per, *, seed: int, round_: int) -> np.random.Generator:
+    """The flip stream of one comparison and unit kind: adding a metric or a config changes no other result."""
+    tag = zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|flips:{per}".encode())
+    return np.random.default_rng([seed, tag, round_])
 
 
 def _families(
@@ -227,26 +235,36 @@ def _compared_metrics(
     index: int,
     pairing: _Pairing,
     metrics: Sequence[Metric],
-    units: Mapping[str, tuple[np.ndarray, np.ndarray, list[str]]],
+    units: Mapping[str, Units],
+    frames: UnitFrames,
     settings: Settings,
     families: Mapping[Key, Family],
     position: Mapping[str, Any],
 ) -> list[tuple[Metric, Paired, dict[str, Any]]]:
-    """Every metric of one comparison, paired by unit: the test (one-sided for a gated metric), the
-    interval and the queries that moved."""
-    rows = []
+    """Every metric of one comparison, paired by unit: the interval, the queries that moved, and the
+    test (one-sided for a gated metric), the Monte Carlo ones drawn together from one flip matrix."""
+    rows: list[tuple[Metric, Paired, dict[str, Any]]] = []
+    drawn: dict[str, tuple[Metric, Units, Alternative]] = {}
     for metric in metrics:
-        base, cand, qids = units[metric.name]
+        u = units[metric.name]
         rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
         alternative: Alternative = (
             gate_alternative(metric) if families.get((index, metric.name)) == "gates" else "two-sided"
         )
+        later = monte_carlo(metric, u, settings)
         paired = paired_compare(
-            base, cand, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-            test=metric.tested, alternative=alternative,
+            u.baseline, u.candidate, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
+            test=metric.tested and not later, alternative=alternative,
         )  # fmt: skip
-        rows.append((metric, paired, _changes(metric, base, cand, qids, position)))
-    return rows
+        if later:
+            drawn[metric.name] = (metric, u, alternative)
+        rows.append((metric, paired, _changes(metric, u.baseline, u.candidate, u.query_ids, position)))
+    stream = partial(_flips, pairing, seed=settings.seed, round_=0)
+    found = p_values(drawn, frames, resamples=settings.permutations, stream=stream)
+    return [
+        (m, replace(p, p_value=found[m.name][0], p_mc_error=found[m.name][1]) if m.name in found else p, ch)
+        for m, p, ch in rows
+    ]
 
 
 def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:
@@ -265,34 +283,6 @@ def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:
 def _stable(pairing: _Pairing, metric: Metric) -> int:
     """A seed per (comparison, metric): adding a metric or a config changes no other result."""
     return zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|{metric.name}".encode())
-
-
-def _units(
-    metric: Metric, pairing: _Pairing, run: ComparedRun, queries: Sequence[str]
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(baseline values, candidate values, query id of each unit), units defined on both sides."""
-    cols = list(metric.columns)
-    if metric.unit == "pair":
-        key = ["query_id", "doc_id"]
-        base = pairing.base_run.pairs
-        cand = run.pairs
-    else:
-        key = ["query_id"]
-        base = pairing.base_run.values
-        cand = run.values
-    b = _columns(base.loc[base["config"] == pairing.baseline].set_index(key), cols)
-    c = _columns(cand.loc[cand["config"] == pairing.candidate].set_index(key), cols)
-    wanted = set(queries)
-    # in a canonical order (by unit id), so that the same data in any row order draws the same resamples
-    index = b.index.intersection(c.index).sort_values()
-    qids = index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index
-    index = index[np.asarray([q in wanted for q in qids], dtype=bool)] if len(index) else index
-    b, c = b.loc[index], c.loc[index]
-    defined = ~(b.isna().any(axis=1).to_numpy() | c.isna().any(axis=1).to_numpy())
-    b, c = b[defined], c[defined]
-    unit_qids = list(b.index.get_level_values("query_id")) if isinstance(b.index, pd.MultiIndex) else list(b.index)
-    shape = (len(b), 2) if metric.kind == "rate" else (len(b),)
-    return b.to_numpy(dtype=float).reshape(shape), c.to_numpy(dtype=float).reshape(shape), [str(q) for q in unit_qids]
 
 
 def _columns(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:

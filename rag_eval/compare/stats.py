@@ -39,6 +39,7 @@ import numpy as np
 from scipy import stats
 
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
+from rag_eval.compare.resampling import FlipTest, flip_p_values, percentile_rows
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 4999
@@ -107,7 +108,9 @@ def aggregate(kind: Kind, values: np.ndarray, percentile: float = 50.0) -> Calla
         return np.asarray(values[idx].max(axis=-1))
 
     def pct(idx: np.ndarray) -> np.ndarray:
-        return np.asarray(np.percentile(values[idx], percentile, axis=-1))
+        picked = values[idx]  # a copy: sorted in place
+        rows = percentile_rows(picked.reshape(-1, picked.shape[-1]), percentile, in_place=True)
+        return rows.reshape(picked.shape[:-1])
 
     return {"mean": mean, "rate": rate, "max": largest, "percentile": pct, "latency": pct}[kind]
 
@@ -154,7 +157,9 @@ def paired_compare(
         return replace(_undefined(n, base, cand, delta, ratio, ratio_kind), alternative=alternative)
 
     flipped, data, boot = _statistics(a, b, kind=kind, percentile=percentile)
-    p_value, mc_error = _p_value(n, flipped, settings, rng, alternative) if test else (None, None)
+    flips = FlipTest(kind=kind, baseline=a, candidate=b, positions=units, alternative=alternative,
+                     percentile=percentile)  # fmt: skip
+    p_value, mc_error = _p_value(flips, flipped, settings, rng) if test else (None, None)
     if kind == "mean":
         # a mean of per-unit differences: Student's t interval, of the test's own statistic, with no
         # resampling error of its own (a bootstrap's percentile interval covers 92-93% at 264 units)
@@ -195,7 +200,9 @@ def paired_p_value(
     if a.shape[0] < MIN_TESTED_UNITS or np.array_equal(a, b, equal_nan=True):
         return paired_compare(a, b, kind=kind, settings=settings, rng=rng, percentile=percentile).p_value, 0.0
     flipped, _, _ = _statistics(a, b, kind=kind, percentile=percentile)
-    return _p_value(int(a.shape[0]), flipped, settings, rng, alternative)
+    test = FlipTest(kind=kind, baseline=a, candidate=b, positions=np.arange(a.shape[0]), alternative=alternative,
+                    percentile=percentile)  # fmt: skip
+    return _p_value(test, flipped, settings, rng)
 
 
 def _statistics(
@@ -228,11 +235,11 @@ def _statistics(
         return np.asarray(agg(ib) - agg(ia))
 
     def boot(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-        d = np.asarray(agg(idx + n) - agg(idx))
+        base, cand = agg(idx), agg(idx + n)  # each side once per resample
         if ratio_kind:
             with np.errstate(divide="ignore", invalid="ignore"):
-                return np.stack([d, np.log(agg(idx + n) / agg(idx))])
-        return d
+                return np.stack([cand - base, np.log(cand / base)])
+        return np.asarray(cand - base)
 
     return swapped, units, boot
 
@@ -272,51 +279,34 @@ def _undefined(n: int, base: float, cand: float, delta: float, ratio: float | No
     )  # fmt: skip
 
 
+def exact_test(n: int, settings: Settings) -> bool:
+    """Whether the test of ``n`` units enumerates every one of the 2**n flips (no more than the resamples)."""
+    return n < 63 and 2**n <= settings.permutations
+
+
 def _p_value(
-    n: int, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator,
-    alternative: Alternative = "two-sided",
+    test: FlipTest, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator
 ) -> tuple[float | None, float | None]:
     """(p-value, Monte Carlo standard error) of the paired randomisation test. ``statistic(signs)`` is
     the metric's difference with the units whose sign is -1 swapped (baseline and candidate exchanged);
     the observed value is that of all signs +1. One-sided for ``less`` / ``greater``.
 
     Exact (every one of the 2**n sign patterns, ``scipy.stats.permutation_test``; error 0) when that is
-    no more than the resamples asked for, else ``scipy.stats.monte_carlo_test`` with random signs as
-    the null distribution: the same test, with p = (#{null at least as extreme} + 1) / (resamples + 1)
-    (two-sided: twice the smaller tail) as scipy computes it, and error sqrt(p (1 - p) / resamples).
-    (``permutation_test`` with ``permutation_type="samples"`` does the same by permuting each unit's
-    pair in a Python loop, about ten times slower at 600 units.)
+    no more than the resamples asked for, else random flips
+    (:func:`rag_eval.compare.resampling.flip_p_values`): ``scipy.stats.monte_carlo_test``'s p-value,
+    (#{null at least as extreme} + 1) / (resamples + 1), two-sided twice the smaller tail, with error
+    sqrt(p (1 - p) / resamples), the null computed for a block of resamples at once.
     """
-    signs = np.ones(n)
-    exact = n < 63 and 2**n <= settings.permutations
-    if exact:
-        result = stats.permutation_test(
-            (signs,), statistic, permutation_type="samples", vectorized=True, n_resamples=2**n,
-            alternative=alternative, batch=_batch(n, 2**n),
-        )  # fmt: skip
-    else:
-
-        def random_signs(size: tuple[int, ...]) -> np.ndarray:
-            return rng.choice(np.array([-1.0, 1.0]), size=size)
-
-        result = stats.monte_carlo_test(
-            signs, random_signs, statistic, vectorized=True, n_resamples=settings.permutations,
-            alternative=alternative, batch=_batch(n, settings.permutations),
-        )  # fmt: skip
+    if not exact_test(test.n, settings):
+        return flip_p_values([test], units=test.n, resamples=settings.permutations, rng=rng)[0]
+    result = stats.permutation_test(
+        (np.ones(test.n),), statistic, permutation_type="samples", vectorized=True, n_resamples=2**test.n,
+        alternative=test.alternative, batch=_batch(test.n, 2**test.n),
+    )  # fmt: skip
     p = float(result.pvalue)
     if not math.isfinite(p):
         return None, None
-    p = min(1.0, p)
-    return p, 0.0 if exact else monte_carlo_error(p, settings.permutations)
-
-
-def monte_carlo_error(p: float, resamples: int) -> float:
-    """The standard error of a p-value estimated from ``resamples`` random resamples.
-
-    >>> round(monte_carlo_error(0.05, 4999), 4)
-    0.0031
-    """
-    return math.sqrt(max(p * (1 - p), 0.0) / resamples)
+    return min(1.0, p), 0.0
 
 
 RESAMPLED_VALUES = 2_000_000  # values resampled in one vectorised call (16 MB of float64) beyond 1,000 units

@@ -16,9 +16,10 @@ one-sided for a gate, from the same bootstrap resamples) on the side of zero the
 never sits beside an interval that includes zero.
 
 Monte Carlo p-values carry a standard error; one whose Holm-adjusted value lies within
-:data:`MC_Z` standard errors of alpha is drawn again with four times the resamples (once: the cost of a
-comparison stays that of one draw or so), so a verdict is not the luck of one seed; the error left is
-reported (``p_mc_error``).
+:data:`MC_Z` standard errors of alpha is drawn again with four times the resamples, and one still that
+near with sixteen times (:data:`MC_ROUNDS`), so a verdict is not the luck of one seed; the error left is
+reported (``p_mc_error``). The p-values of one round are redrawn together (one flip matrix per
+comparison serves them all).
 
 >>> round(step_level(0.05, family=4, rank=0), 4), step_level(0.05, family=4, rank=3)
 (0.0125, 0.05)
@@ -38,7 +39,7 @@ from rag_eval.compare.stats import Alternative, Paired, bound, holm
 
 Family = Literal["gates", "descriptive"]
 MC_Z = 3.0  # a p-value this many Monte Carlo standard errors from the threshold is settled
-MC_ROUNDS = 1  # a draw of four times the resamples, at most, for a p-value near the threshold
+MC_ROUNDS = 2  # redraws, at most, for a p-value near the threshold: 4x, then 16x the resamples
 FAMILY_TEXT = (
     "Holm within two families: the metrics a relative gate names (one-sided, in the gate's direction, over the "
     "relative gates of every comparison) and every other tested metric (two-sided); identical values (p = 1), "
@@ -72,7 +73,8 @@ def gate_alternative(metric: Metric) -> Alternative:
 
 
 Key = tuple[int, str]  # (comparison index, metric name)
-Redraw = Callable[[Key, int], tuple[float | None, float | None]]  # (key, round) -> (p, Monte Carlo error)
+# (keys, round) -> {key: (p, Monte Carlo error)}: the p-values drawn again, with 4**round times the resamples
+Redraw = Callable[[Sequence[Key], int], Mapping[Key, tuple[float | None, float | None]]]
 
 
 def decide(
@@ -93,8 +95,7 @@ def decide(
             unsettled = [k for k in members if _near(out[k], alpha)] if attempt < MC_ROUNDS else []
             if not unsettled:
                 break
-            for k in unsettled:
-                p_value, error = redraw(k, attempt + 1)
+            for k, (p_value, error) in redraw(unsettled, attempt + 1).items():
                 papers[k] = replace(papers[k], p_value=p_value, p_mc_error=error)
         verdicts.update(out)
     for k, (_, p) in tested.items():
@@ -110,7 +111,7 @@ def _testable(p: Paired) -> bool:
 def _near(v: Verdict, alpha: float) -> bool:
     if v.p_holm is None or not v.p_mc_error or v.level is None:
         return False
-    return abs(v.p_holm - alpha) < MC_Z * v.p_mc_error * (alpha / v.level)  # Holm's multiplier scales the error
+    return abs(v.p_holm - alpha) < MC_Z * v.p_mc_error  # the verdict's error carries Holm's multiplier already
 
 
 def _holm_family(

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,7 +27,7 @@ from rag_eval.compare.catalog import catalog, find_metric
 from rag_eval.compare.checks import RelativeCheck
 from rag_eval.compare.gates import parse_check
 from rag_eval.compare.stats import Settings, paired_compare
-from rag_eval.compare.verdicts import decide, gate_alternative
+from rag_eval.compare.verdicts import Key, decide, gate_alternative
 from tests.conftest import SHIPPED
 
 EVIDENCE = SHIPPED / "experiments" / "configs" / "evidence.properties"
@@ -82,8 +84,12 @@ def power(rows: pd.DataFrame, trials: int, units: int = 264) -> None:
         p = paired_compare(base[idx], 1.2 * cand[idx], kind="latency", percentile=50, settings=settings,
                            rng=np.random.default_rng(t), alternative=gate_alternative(metric))  # fmt: skip
         key = (0, metric.name)
-        settled = (p.p_value, 0.0)
-        verdicts, _ = decide({key: (metric, p)}, {key: "gates"}, alpha=0.05, redraw=lambda k, r, s=settled: s)
+        settled: tuple[float | None, float | None] = (p.p_value, 0.0)
+
+        def redraw(keys: Sequence[Key], round_: int, s: tuple[float | None, float | None] = settled) -> dict[Key, Any]:
+            return dict.fromkeys(keys, s)
+
+        verdicts, _ = decide({key: (metric, p)}, {key: "gates"}, alpha=0.05, redraw=redraw)
         significant += verdicts[key].significant
         outcomes[check.evaluate(metric, p, p_adjusted=verdicts[key].p_holm, settings=settings, family=1,
                                 significant=verdicts[key].significant).outcome] += 1  # fmt: skip

@@ -1,0 +1,118 @@
+"""A comparison's units and their values, and the randomisation tests of all its metrics at once.
+
+The units of one comparison (baseline config against candidate config) are the queries both sides
+answered, or the (query, document) pairs both sides have, in id order, so that the same data in any
+row order gives the same units. A metric's units are those where both of its values are defined; its
+``positions`` say where they sit among all the comparison's units of that kind, so that one flip
+matrix per kind (:mod:`rag_eval.compare.resampling`) serves every metric: a metric's p-value depends
+on its own values and the comparison's seed, not on which other metrics are compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rag_eval.compare.catalog import Metric
+from rag_eval.compare.resampling import FlipTest, flip_p_values
+from rag_eval.compare.stats import MIN_TESTED_UNITS, Alternative, Settings, exact_test
+from rag_eval.metrics.registry import Per
+
+__all__ = ["UnitFrames", "Units", "monte_carlo", "p_values", "unit_frames", "unit_values"]
+
+PValues = dict[str, tuple[float | None, float | None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Units:
+    """One metric's paired values: baseline and candidate ((units,), or (units, 2) for a rate), the query
+    of each unit, and each unit's position among the comparison's units of its kind."""
+
+    baseline: np.ndarray
+    candidate: np.ndarray
+    query_ids: list[str]
+    positions: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnitFrames:
+    """Both sides' rows of one comparison, indexed by unit and restricted to the units both have."""
+
+    baseline: Mapping[Per, pd.DataFrame]
+    candidate: Mapping[Per, pd.DataFrame]
+
+    def width(self, per: Per) -> int:
+        return len(self.baseline[per])
+
+
+def unit_frames(
+    base: Mapping[Per, pd.DataFrame], cand: Mapping[Per, pd.DataFrame], baseline: str, candidate: str,
+    queries: Sequence[str],
+) -> UnitFrames:  # fmt: skip
+    """The units both configs have (``base`` and ``cand``: per-query values and per-pair rows of each run,
+    by kind), among ``queries``, in id order."""
+    wanted = set(queries)
+    sides: tuple[dict[Per, pd.DataFrame], dict[Per, pd.DataFrame]] = ({}, {})
+    keys: tuple[tuple[Per, list[str]], ...] = (("query", ["query_id"]), ("pair", ["query_id", "doc_id"]))
+    for per, key in keys:
+        b = base[per].loc[base[per]["config"] == baseline].set_index(key)
+        c = cand[per].loc[cand[per]["config"] == candidate].set_index(key)
+        index = b.index.intersection(c.index).sort_values()
+        qids = index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index
+        index = index[np.asarray([q in wanted for q in qids], dtype=bool)] if len(index) else index
+        sides[0][per], sides[1][per] = b.loc[index], c.loc[index]
+    return UnitFrames(baseline=sides[0], candidate=sides[1])
+
+
+def unit_values(metric: Metric, frames: UnitFrames) -> Units:
+    """``metric``'s values on the units where both sides define them."""
+    cols = list(metric.columns)
+    # a column no row defines (no judged query, say) reads as missing values
+    b = frames.baseline[metric.unit].reindex(columns=cols)
+    c = frames.candidate[metric.unit].reindex(columns=cols)
+    defined = ~(b.isna().any(axis=1).to_numpy() | c.isna().any(axis=1).to_numpy())
+    b, c = b[defined], c[defined]
+    qids = list(b.index.get_level_values("query_id")) if isinstance(b.index, pd.MultiIndex) else list(b.index)
+    shape = (len(b), 2) if metric.kind == "rate" else (len(b),)
+    return Units(
+        baseline=b.to_numpy(dtype=float).reshape(shape), candidate=c.to_numpy(dtype=float).reshape(shape),
+        query_ids=[str(q) for q in qids], positions=np.flatnonzero(defined),
+    )  # fmt: skip
+
+
+def monte_carlo(metric: Metric, units: Units, settings: Settings) -> bool:
+    """Whether ``metric``'s p-value is drawn from random flips: tested, on enough units to test and too
+    many to enumerate every flip, and not identical on every unit (nothing to test)."""
+    n = len(units.baseline)
+    return (
+        metric.tested and n >= MIN_TESTED_UNITS and not exact_test(n, settings)
+        and not np.array_equal(units.baseline, units.candidate, equal_nan=True)
+    )  # fmt: skip
+
+
+def p_values(
+    tested: Mapping[str, tuple[Metric, Units, Alternative]],
+    frames: UnitFrames,
+    *,
+    resamples: int,
+    stream: Callable[[Per], np.random.Generator],
+) -> PValues:
+    """(p-value, Monte Carlo error) of every metric of one comparison in ``tested``, with ``resamples``
+    random flips per unit kind drawn from ``stream(kind)``."""
+    out: PValues = {}
+    kinds: tuple[Per, ...] = ("query", "pair")
+    for per in kinds:
+        names = [n for n, (m, _, _) in tested.items() if m.unit == per]
+        if not names:
+            continue
+        tests = [
+            FlipTest(kind=m.kind, baseline=u.baseline, candidate=u.candidate, positions=u.positions,
+                     alternative=alt, percentile=m.percentile)
+            for m, u, alt in (tested[n] for n in names)
+        ]  # fmt: skip
+        drawn = flip_p_values(tests, units=frames.width(per), resamples=resamples, rng=stream(per))
+        out.update(zip(names, drawn, strict=True))
+    return out
