@@ -234,7 +234,7 @@ def test_grpc_keepalive_is_quiet(server_uri: str, collection_name: str) -> None:
     other.close()
 
 
-# -- the error table against the 2.3 server's own errors (Lite's: tests/unit/test_milvus_error_table.py) ------------
+# -- the error table against the 2.3 server's own errors (Lite's: tests/unit/search/test_milvus_error_table.py) -----
 
 _ROW = {"vector_id": 99, "doc_id": "", "chunk_index": -1, "content": "", "title": "", "source": "", "category": "",
         "char_start": -1, "char_end": -1}  # fmt: skip

@@ -33,10 +33,10 @@ class Bug:
     tests: tuple[str, ...]
 
 
-PROJ = "tests/unit/test_projector_edges.py::"
-LOSS = "tests/unit/test_loss_stages.py::"
-MEAS = "tests/unit/test_measure_definitions.py::"
-ORAC = "tests/unit/test_oracles.py::"
+PROJ = "tests/unit/core/test_projector_edges.py::"
+LOSS = "tests/unit/harness/test_loss_stages.py::"
+MEAS = "tests/unit/metrics/test_measure_definitions.py::"
+ORAC = "tests/unit/metrics/test_oracles.py::"
 
 BUGS = (
     Bug(

@@ -14,7 +14,7 @@ from rag_eval.core.identity import key_of
 from rag_eval.core.postprocess import EvidencePostProcessor, Stage
 from rag_eval.core.types import Candidates, KnowledgeSearchHit, hit_order, to_candidates
 
-from .helpers import hit
+from ..helpers import hit
 
 
 def _columns(ranks: object) -> Candidates:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT
+
 HEAVY = ("pymilvus", "milvus_lite", "pandas", "pyarrow", "jinja2", "numpy", "scipy", "grpc", "javaproperties")
 
 

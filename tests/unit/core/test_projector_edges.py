@@ -10,8 +10,8 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import Pipeline
 from rag_eval.core.projector import Budget, ProjectedPayload
 
-from .helpers import hit
-from .rowkit import HINTS
+from ..helpers import hit
+from ..rowkit import HINTS
 
 LEGACY = {"rag.pipeline": "legacy", "rag.top-k": 5}
 

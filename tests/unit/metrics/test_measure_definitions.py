@@ -16,7 +16,7 @@ from rag_eval.harness.rows import build_row, content_sha
 from rag_eval.metrics.measures import summarize
 from tests.unit.frames import per_query_frame
 
-from .rowkit import as_table, replay_record, replay_row, stored, truth_for
+from ..rowkit import as_table, replay_record, replay_row, stored, truth_for
 
 CUTOFFS = (1, 3)
 

@@ -17,9 +17,9 @@ from rag_eval.harness.rows import SCHEMA
 from rag_eval.metrics import columns, measures, perquery
 from tests.budget import examples
 
-from . import rowwise_measures
-from .frames import per_query_frame
-from .measures_equivalence import assert_same_measures
+from .. import rowwise_measures
+from ..frames import per_query_frame
+from ..measures_equivalence import assert_same_measures
 
 CHUNKS = [f"d{d}#chunk-{c}" for d in range(3) for c in range(3)] + ["unknown:9", "x#chunk-1#chunk-2"]
 KEYS = ["d0#chunk-0", "d0#chunk-1", "vector:4", "vector:5", "rank:2", "d1#chunk-0"]

@@ -14,8 +14,8 @@ from rag_eval.core.lookup import LookupKnowledge, Pipeline
 from rag_eval.core.postprocess import LegacyPostProcessor, Stage
 from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, to_candidates
 
-from .helpers import hit
-from .rowkit import HINTS
+from ..helpers import hit
+from ..rowkit import HINTS
 
 
 def test_blocks_carry_position_identity_and_metadata_of_their_first_copy() -> None:

@@ -18,7 +18,7 @@ from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.harness.rows import SCHEMA, build_row, rows_to_table
 from rag_eval.metrics.measures import COPY, SAME_TEXT, doc_of, summarize, summary_frame
 
-from .rowkit import HINTS, as_hit, as_table, replay_record, stored, truth_for
+from ..rowkit import HINTS, as_hit, as_table, replay_record, stored, truth_for
 
 
 def sha(text: str) -> str:

@@ -15,8 +15,8 @@ from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.harness.experiment import default_experiment, with_overrides
 from tests.conftest import SHIPPED
-from tests.unit.test_datasets import write_dataset
-from tests.unit.test_experiment_refusals import experiment, refused
+from tests.unit.datasets.test_loaders import write_dataset
+from tests.unit.harness.test_experiment_refusals import experiment, refused
 
 HUGE = 52_428_800  # 50 MB
 LONG = 1_000_000

@@ -10,7 +10,7 @@ from rag_eval.core.identity import evidence_key, key_kind
 from rag_eval.core.postprocess import EvidencePostProcessor, LegacyPostProcessor, Stage
 from rag_eval.core.types import RetrievedEvidenceCandidate, to_candidates
 
-from .helpers import hit
+from ..helpers import hit
 
 
 def run(hits: list, return_n: int = 5, cap: int = 2):  # type: ignore[no-untyped-def]

@@ -26,7 +26,7 @@ from rag_eval.core.types import (
     to_candidates,
 )
 
-from .helpers import hit
+from ..helpers import hit
 
 FAST = [
     HitReason,

@@ -17,8 +17,8 @@ from typing import Any
 
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
 from rag_eval.datasets.quotes import build_dataset
+from tests.conftest import SHIPPED as KB
 
-KB = Path(__file__).resolve().parents[2] / "datasets" / "incident-kb"
 SRC = KB / "src"
 BUILT = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "qrels/test.spans.tsv")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rag_eval.core.config import RagConfig
 from rag_eval.core.postprocess import Stage
 
-from .rowkit import replay_record, replay_row, stored
+from ..rowkit import replay_record, replay_row, stored
 
 EVIDENCE = RagConfig(retrieve_k=20, return_n=3, max_chunks_per_document=2)
 

@@ -11,7 +11,7 @@ import pytest
 from rag_eval.core.config import RagConfig
 from rag_eval.metrics.measures import latency_stats, quantile_ci, summarize
 
-from .rowkit import as_table, replay_row, stored
+from ..rowkit import as_table, replay_row, stored
 
 CUTOFFS = (1, 3)
 

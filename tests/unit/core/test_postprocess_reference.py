@@ -24,7 +24,7 @@ from rag_eval.core.types import Candidates, Deferred, KnowledgeSearchHit, Retrie
 from rag_eval.harness.whatif import ContentDedupPostProcessor
 from tests.budget import examples
 
-from . import reference_postprocess as ref
+from .. import reference_postprocess as ref
 
 EXAMPLES = settings(max_examples=examples(500), deadline=None)
 

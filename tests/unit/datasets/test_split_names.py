@@ -16,7 +16,7 @@ from rag_eval.datasets.beir import load_beir
 from rag_eval.harness.experiment import experiment_from_table
 from rag_eval.harness.store import RunStore
 from tests.conftest import SHIPPED
-from tests.unit.test_experiment_refusals import EVIDENCE, experiment, refused
+from tests.unit.harness.test_experiment_refusals import EVIDENCE, experiment, refused
 
 HOSTILE = ["../../../elsewhere/PWNED", "../test", "/etc/passwd", "a/b", "..", ".", "", "te st", "-x", "x\0", "t\\x"]
 

@@ -8,7 +8,7 @@ from rag_eval.core.lookup import Pipeline
 from rag_eval.core.projector import Budget
 from rag_eval.core.transform import KnowledgeQueryTransformer
 
-from .helpers import hit
+from ..helpers import hit
 
 HINTS = KnowledgeQueryTransformer().transform("replica lag on db-7 ERROR 1205")
 

@@ -17,7 +17,7 @@ from rag_eval.core.types import KnowledgeSearchHit, hit_order, to_candidates
 from rag_eval.harness.experiment import load_experiment
 from rag_eval.harness.whatif import ContentDedupPostProcessor
 
-from .helpers import hit
+from ..helpers import hit
 
 HINTS = KnowledgeQueryTransformer().transform("why is the replica behind")
 
