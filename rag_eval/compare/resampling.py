@@ -11,7 +11,8 @@ each kind of statistic is computed for a whole block of resamples at once:
 ``rate``        ``sum(num) / sum(den)`` per side: each side's sums move by ``F @ (other - own)``,
                 one matrix product for every rate metric;
 ``percentile``  (and ``latency``) the log ratio of the two sides' percentiles: each resample's values
-                are gathered and sorted (a partial sort beyond :data:`SORT_MAX_UNITS` units).
+                are two multiply-adds of its flips, then sorted row by row (numpy's vectorised sort is
+                two to four times faster than a selection of the two ranks, from 264 to 100,000 units).
 
 The p-value is exactly :func:`scipy.stats.monte_carlo_test`'s from the same null distribution:
 ``(#{null at least as extreme, within 100 ulp of the observed} + 1) / (resamples + 1)``, two-sided as
@@ -37,12 +38,11 @@ import numpy as np
 from rag_eval.compare.catalog import Kind
 
 __all__ = [
-    "FLIPS_PER_BLOCK", "SORT_MAX_UNITS", "FlipTest", "flip_blocks", "flip_p_values", "monte_carlo_error",
+    "FLIPS_PER_BLOCK", "FlipTest", "flip_blocks", "flip_p_values", "monte_carlo_error",
     "percentile_of_sorted", "percentile_rows",
 ]  # fmt: skip
 
 FLIPS_PER_BLOCK = 4_000_000  # flips (and gathered values) per block of resamples: 4 MB of flags, 32 MB of values
-SORT_MAX_UNITS = 4_096  # up to here a full (vectorised) sort of each resample beats a selection of two ranks
 _TOLERANCE = float(np.finfo(np.float64).eps * 100)  # scipy's: numerically distinct but equal statistics tie
 
 
@@ -204,14 +204,9 @@ def _log_ratio(a: np.ndarray, b: np.ndarray, percentile: float) -> np.ndarray:
 
 def percentile_rows(values: np.ndarray, percentile: float, in_place: bool = False) -> np.ndarray:
     """numpy's linear percentile of each row of a 2-d array, from the two order statistics it interpolates
-    (sorted, or partially sorted, in place with ``in_place``)."""
-    n = values.shape[1]
-    low, high, _ = _ranks(n, percentile)
+    (the rows sorted in place with ``in_place``)."""
     rows = values if in_place else values.copy()
-    if n <= SORT_MAX_UNITS:
-        rows.sort(axis=1)
-    else:
-        rows.partition(sorted({low, high}), axis=1)  # both ranks in place: all the interpolation reads
+    rows.sort(axis=1)
     return percentile_of_sorted(rows, percentile)
 
 

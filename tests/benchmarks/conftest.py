@@ -218,6 +218,15 @@ def ratio_rows(medians: dict[str, float]) -> list[tuple[str, str, str, str]]:
     if resolution:
         add("labels of a collection built elsewhere: 1,000 documents x 50 rows located", resolution,
             f"{resolution:.2f} s", "<= 10 s", resolution <= 10.0)  # fmt: skip
+    five = m.get("compare[264x5]")
+    if five:
+        add("compare, 264 queries x 5 configs (every metric, 4 comparisons)", five, f"{five:.2f} s", "<= 3 s",
+            five <= 3.0)  # fmt: skip
+    small, large = m.get("compare[1000x2]"), m.get("compare[4000x2]")
+    if small and large:
+        exponent = math.log(large / small) / math.log(4)
+        add("compare of two configs, 1,000 -> 4,000 queries: growth exponent", exponent,
+            f"{exponent:.2f} ({small:.1f} / {large:.1f} s)", "(reported)", None)  # fmt: skip
     for backend, bound in (("lite", 1.15), ("server", 1.5)):
         replay, bare = m.get(f"replay[{backend}]"), m.get(f"bare_search[{backend}]")
         if replay and bare:

@@ -1,0 +1,68 @@
+"""The comparison of two configs (every metric) at growing numbers of queries: seconds and growth exponent.
+
+``python -m tests.benchmarks.compare_scale 1000 4000 16000`` builds, for each size, a run of two configs
+on the same queries (:func:`synthetic_run`), and times ``compare`` with the rollout gates (the comparison
+alone: no files); then prints the log-log slope between consecutive sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import time
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from rag_eval.compare.comparison import compare
+from rag_eval.compare.gates import load_gates
+from rag_eval.compare.rundir import ComparedRun
+from rag_eval.harness.rows import LATENCY_COLUMNS
+from rag_eval.metrics.measures import summarize
+from tests.benchmarks import synthetic
+
+CUTOFFS = (1, 3, 5, 10)
+
+
+def synthetic_run(n: int, configs: int = 2) -> ComparedRun:
+    """``n`` queries under ``configs`` configs (``c0``, the baseline, ``c1``, ...), each config's rows drawn
+    with its own seed and its latencies 5% above the previous config's."""
+    names = [f"c{i}" for i in range(configs)]
+    tables = []
+    for i, name in enumerate(names):
+        table = synthetic.per_query_table(n, seed=7 + i, config=name)
+        for column in LATENCY_COLUMNS:  # each a little slower, so the latency tests have work to do
+            j = table.schema.get_field_index(column)
+            table = table.set_column(j, column, pa.compute.multiply(table.column(column), 1.05**i))
+        tables.append(table)
+    table = pa.concat_tables(tables)
+    cfgs = [{"name": c, "baseline": i == 0, "cap": 2, "cap_aware": 2, "return_n": 20} for i, c in enumerate(names)]
+    summary_configs, _ = summarize(table, configs=cfgs, cutoffs=CUTOFFS)
+    summary = {"experiment": "scale", "baseline": "c0", "cutoffs": list(CUTOFFS), "configs": summary_configs}
+    manifest = {"experiment": {"name": "scale", "cutoffs": list(CUTOFFS), "baseline": "c0"},
+                "dataset": {"name": "synthetic", "checksum": "x"}, "configs": cfgs}  # fmt: skip
+    return ComparedRun(dir=None, table=table.to_pandas(), summary=summary, manifest=manifest)
+
+
+def seconds(run: ComparedRun) -> float:
+    start = time.perf_counter()
+    compare(run, None, load_gates("rollout"))
+    return time.perf_counter() - start
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("sizes", nargs="+", type=int)
+    sizes = parser.parse_args(argv).sizes
+    timings = []
+    for n in sizes:
+        t = seconds(synthetic_run(n))
+        timings.append(t)
+        print(f"{n:>9,} queries: {t:8.2f} s", flush=True)
+    for (n0, t0), (n1, t1) in itertools.pairwise(zip(sizes, timings, strict=True)):
+        print(f"growth {n0:,} -> {n1:,}: exponent {math.log(t1 / t0) / math.log(n1 / n0):.2f}")
+
+
+if __name__ == "__main__":
+    main()
