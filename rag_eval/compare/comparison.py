@@ -47,9 +47,10 @@ SCHEMA_KEYS = (
     "gates_file", "gates_purpose", "exit_code", "comparisons",
 )  # fmt: skip
 TEST_NAME = (
-    "paired randomisation test: random sign flips of units in query-id order (scipy.stats.monte_carlo_test; "
-    "exact with scipy.stats.permutation_test for few units); one-sided in a relative gate's direction for the "
-    "metrics it names, else two-sided; redrawn with more resamples near alpha"
+    "paired randomisation test: random flips of units in id order, one flip matrix per comparison and unit kind "
+    "shared by its metrics (the p-value scipy.stats.monte_carlo_test computes from those flips; exact with "
+    "scipy.stats.permutation_test for few units); one-sided in a relative gate's direction for the metrics it "
+    "names, else two-sided; redrawn with more resamples near alpha"
 )
 INTERVAL_NAME = "bootstrap over units (scipy.stats.bootstrap, BCa; percentile where BCa is undefined)"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -143,7 +144,8 @@ def compare(
         "power": settings.power,
         "multiple_testing": FAMILY_TEXT,
         "monte_carlo": f"p-values within 3 Monte Carlo standard errors of alpha (after Holm) redrawn with 4x "
-        f"the resamples ({MC_ROUNDS} time at most); p_mc_error is the standard error left",
+        f"the resamples, then 16x ({MC_ROUNDS} times at most); p_mc_error is the standard error left "
+        "(two-sided: sqrt(p (2 - p) / resamples))",
         "run": {"dir": run.label, "experiment": run.experiment, **run.started},
         "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
         "queries_compared": len(queries),

@@ -3,12 +3,14 @@
 Every metric is a statistic of per-unit values (a unit is a query, or a (query, document) pair),
 and both configs were measured on the same units, so every procedure here is paired:
 
-- the p-value is a paired randomisation test (``scipy.stats.permutation_test`` with
-  ``permutation_type="samples"``): under "no difference" the two values of a unit are
+- the p-value is a paired randomisation test: under "no difference" the two values of a unit are
   exchangeable, so the null distribution swaps them at random within units, and the test statistic
   is the metric's own difference (mean, share, or log ratio of percentiles) - not a proxy such as
-  ranks. Two-sided, or one-sided (``alternative``) where the question is (a relative gate); the
-  p-value is never 0 (``(count + 1) / (resamples + 1)``) and carries its Monte Carlo error;
+  ranks. Exact (``scipy.stats.permutation_test``, every sign pattern) for few units, else random flips
+  computed for a block of resamples at once (:mod:`rag_eval.compare.resampling`: the p-value
+  ``scipy.stats.monte_carlo_test`` computes from the same flips, which is its test oracle). Two-sided,
+  or one-sided (``alternative``) where the question is (a relative gate); the p-value is never 0
+  (``(count + 1) / (resamples + 1)``) and carries its Monte Carlo error;
 - the interval of a mean (of per-unit differences) is Student's t interval; of any other kind a
   bootstrap over units (``scipy.stats.bootstrap``, BCa, percentile where BCa is undefined because
   every resample agrees, and beyond :data:`BCA_MAX_UNITS` units, where BCa's jackknife costs n**2
