@@ -11,8 +11,8 @@ each kind of statistic is computed for a whole block of resamples at once:
 ``rate``        ``sum(num) / sum(den)`` per side: each side's sums move by ``F @ (other - own)``,
                 one matrix product for every rate metric;
 ``percentile``  (and ``latency``) the log ratio of the two sides' percentiles: each resample's values
-                are two multiply-adds of its flips, then sorted row by row (numpy's vectorised sort is
-                two to four times faster than a selection of the two ranks, from 264 to 100,000 units).
+                are two multiply-adds of its flips, sorted row by row, over the units that can hold the
+                percentile only (:mod:`rag_eval.compare.orderstats`).
 
 The p-value is exactly :func:`scipy.stats.monte_carlo_test`'s from the same null distribution:
 ``(#{null at least as extreme, within 100 ulp of the observed} + 1) / (resamples + 1)``, two-sided as
@@ -36,11 +36,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag_eval.compare.catalog import Kind
+from rag_eval.compare.orderstats import SwappedPercentiles
 
-__all__ = [
-    "FLIPS_PER_BLOCK", "FlipTest", "flip_blocks", "flip_p_values", "monte_carlo_error",
-    "percentile_of_sorted", "percentile_rows",
-]  # fmt: skip
+__all__ = ["FLIPS_PER_BLOCK", "FlipTest", "flip_blocks", "flip_p_values", "monte_carlo_error"]
 
 FLIPS_PER_BLOCK = 4_000_000  # flips (and gathered values) per block of resamples: 4 MB of flags, 32 MB of values
 _TOLERANCE = float(np.finfo(np.float64).eps * 100)  # scipy's: numerically distinct but equal statistics tie
@@ -122,6 +120,10 @@ class _Statistics:
         if unknown:
             raise ValueError(f"no randomisation test for kind {tests[min(unknown)].kind!r}")
         self.tests = tests
+        self.percentiles = [
+            SwappedPercentiles(t.baseline, t.candidate, np.asarray(t.positions), t.percentile)
+            for t in (tests[i] for i in self.order)
+        ]
         units = max((int(t.positions.max()) + 1 for t in tests if t.n), default=0)
         # means: per-unit differences, zero where a metric has no unit (a flip there changes nothing)
         self.d = np.zeros((units, len(self.mean)))
@@ -142,8 +144,8 @@ class _Statistics:
         out = np.full(self.width, np.nan)
         out[self.mean] = self.d_sum / self.d_n
         out[self.rate] = self._rates(np.zeros((1, 2 * len(self.rate))))[0]
-        for i in self.order:
-            out[i] = _swapped_log_ratio(self.tests[i], None)[0]
+        for i, percentiles in zip(self.order, self.percentiles, strict=True):
+            out[i] = percentiles.observed()
         return out
 
     def null(self, flips: np.ndarray) -> np.ndarray:
@@ -154,8 +156,8 @@ class _Statistics:
                 out[:, self.mean] = (self.d_sum - 2.0 * (f @ self.d)) / self.d_n
             if self.rate:
                 out[:, self.rate] = self._rates(f @ self.r)
-        for i in self.order:
-            out[:, i] = _swapped_log_ratio(self.tests[i], flips)
+        for i, percentiles in zip(self.order, self.percentiles, strict=True):
+            out[:, i] = percentiles.null(flips)
         return out
 
     def _rates(self, moved: np.ndarray) -> np.ndarray:
@@ -166,65 +168,3 @@ class _Statistics:
             b_rate = np.where(b_den + dd > 0, (b_num + dn) / (b_den + dd), np.nan)
             a_rate = np.where(a_den - dd > 0, (a_num - dn) / (a_den - dd), np.nan)
         return np.asarray(b_rate - a_rate)
-
-
-def _swapped_log_ratio(test: FlipTest, flips: np.ndarray | None) -> np.ndarray:
-    """log(candidate percentile / baseline percentile) with the flipped units' values exchanged (the
-    observed statistic for ``flips`` None).
-
-    A unit's two values are written ``low + high_side * span``: the side that holds the higher one is a
-    0/1 flag, so a block of resamples is two multiply-adds rather than two gathers; the observed
-    statistic is computed the same way, so a resample that exchanges nothing ties with it exactly."""
-    a, b = np.asarray(test.baseline, float), np.asarray(test.candidate, float)
-    low = np.minimum(a, b)
-    span = np.maximum(a, b) - low
-    candidate_high = b > a
-    if flips is None:
-        side = candidate_high[None, :]
-    else:
-        side = flips if flips.shape[1] == test.n and _identity(test.positions) else flips[:, test.positions]
-        side = side ^ candidate_high
-    swapped_b = side.astype(np.float64)
-    swapped_a = 1.0 - swapped_b
-    swapped_b *= span
-    swapped_b += low
-    swapped_a *= span
-    swapped_a += low
-    return _log_ratio(swapped_a, swapped_b, test.percentile)
-
-
-def _identity(positions: np.ndarray) -> bool:
-    return bool(positions.size == 0 or (positions[0] == 0 and positions[-1] == positions.size - 1))
-
-
-def _log_ratio(a: np.ndarray, b: np.ndarray, percentile: float) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(np.log(percentile_rows(b, percentile, True) / percentile_rows(a, percentile, True)))
-
-
-def percentile_rows(values: np.ndarray, percentile: float, in_place: bool = False) -> np.ndarray:
-    """numpy's linear percentile of each row of a 2-d array, from the two order statistics it interpolates
-    (the rows sorted in place with ``in_place``)."""
-    rows = values if in_place else values.copy()
-    rows.sort(axis=1)
-    return percentile_of_sorted(rows, percentile)
-
-
-def _ranks(n: int, percentile: float) -> tuple[int, int, float]:
-    virtual = (n - 1) * (np.true_divide(percentile, 100))
-    low = math.floor(virtual)
-    return low, min(low + 1, n - 1), float(virtual - low)
-
-
-def percentile_of_sorted(rows: np.ndarray, percentile: float) -> np.ndarray:
-    """The ``percentile`` of each row of ``rows``, whose two interpolated ranks hold their order
-    statistics (a sorted row), exactly as ``np.percentile`` (method ``linear``) computes it.
-
-    >>> x = np.array([[4.0, 1.0, 3.0, 2.0]]); x.sort(axis=1)
-    >>> float(percentile_of_sorted(x, 95.0)[0]) == float(np.percentile([4.0, 1.0, 3.0, 2.0], 95.0))
-    True
-    """
-    low, high, t = _ranks(rows.shape[1], percentile)
-    a, b = rows[:, low], rows[:, high]
-    diff = b - a
-    return np.asarray(b - diff * (1 - t) if t >= 0.5 else a + diff * t)

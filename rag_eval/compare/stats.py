@@ -41,7 +41,8 @@ import numpy as np
 from scipy import stats
 
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
-from rag_eval.compare.resampling import FlipTest, flip_p_values, percentile_rows
+from rag_eval.compare.orderstats import percentile_rows
+from rag_eval.compare.resampling import FlipTest, flip_p_values
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 4999

@@ -16,13 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from rag_eval.compare.orderstats import SwappedPercentiles, _Window, percentile_rows
 from rag_eval.compare.resampling import (
     FlipTest,
     flip_blocks,
     flip_p_values,
     monte_carlo_error,
-    percentile_of_sorted,
-    percentile_rows,
 )
 
 ALTERNATIVES = ("two-sided", "less", "greater")
@@ -181,5 +180,56 @@ def test_blocks_bound_memory_and_cover_every_resample() -> None:
 def test_the_percentile_of_sorted_rows_is_numpys(row: list[float], q: float) -> None:
     x = np.array([row, row[::-1]], dtype=float)
     assert np.array_equal(percentile_rows(x, q), np.percentile(x, q, axis=1))
-    x.sort(axis=1)
-    assert np.array_equal(percentile_of_sorted(x, q), np.percentile(x, q, axis=1))
+
+
+def _pairs(shape: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    a = rng.lognormal(6.0, 0.5, size=n)
+    if shape == "correlated":  # the same queries under two configs: each query's time, a little changed
+        return a, a * rng.lognormal(0.05, 0.1, size=n)
+    if shape == "independent":
+        return a, rng.lognormal(6.05, 0.5, size=n)
+    if shape == "ties":  # times on a coarse clock: few distinct values, many units equal on both sides
+        a = np.round(a / 100) * 100
+        b = a.copy()
+        b[::3] = np.round(b[::3] * 1.3 / 100) * 100
+        return a, b
+    raise AssertionError(shape)
+
+
+@pytest.mark.parametrize("shape", ["correlated", "independent", "ties"])
+@pytest.mark.parametrize("q", [50.0, 95.0, 99.0])
+def test_the_windowed_null_is_the_full_sorts_resample_by_resample(shape: str, q: float) -> None:
+    """3,000 units: the null computed from the units inside the pilot's window equals, for every resample,
+    the one of a full sort of every unit (fallback rows included), and the window leaves most units out
+    where the two values of a unit are close."""
+    rng = np.random.default_rng(int(q) + len(shape))
+    a, b = _pairs(shape, 3000, rng)
+    swapped = SwappedPercentiles(a, b, np.arange(3000), q)
+    flips = drawn(5, 1500, 3000)
+    null = np.concatenate([swapped.null(flips[:1000]), swapped.null(flips[1000:])])
+    full = swapped._full(flips ^ (b > a))
+    assert np.array_equal(null, full)
+    if shape == "correlated":
+        assert swapped.window is not None and swapped.window.inside.size < 0.25 * 3000
+
+
+def test_a_window_too_narrow_for_a_resample_falls_back_to_the_full_sort() -> None:
+    rng = np.random.default_rng(0)
+    a, b = _pairs("correlated", 2000, rng)
+    swapped = SwappedPercentiles(a, b, np.arange(2000), 50.0)
+    flips = drawn(2, 600, 2000)
+    swapped.null(flips[:200])  # the pilot sets the window
+    assert swapped.window is not None
+    median = float(np.median(np.concatenate([a, b])))
+    swapped.window = _Window(swapped, median, median)  # a window of one value: most resamples fall outside
+    assert np.array_equal(swapped.null(flips[200:]), swapped._full(flips[200:] ^ (b > a)))
+
+
+def test_the_windowed_p_value_is_scipys_at_thousands_of_units() -> None:
+    rng = np.random.default_rng(1)
+    a, b = _pairs("correlated", 2500, rng)
+    test = FlipTest(kind="latency", baseline=a, candidate=b, positions=np.arange(2500), alternative="greater",
+                    percentile=95.0)  # fmt: skip
+    ((p, _),) = flip_p_values([test], units=2500, resamples=999, rng=np.random.default_rng(3))
+    assert p == pytest.approx(scipy_p("latency", a, b, alternative="greater", resamples=999,
+                                      flips=drawn(3, 999, 2500), q=95.0), abs=1e-12)  # fmt: skip
