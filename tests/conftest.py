@@ -87,9 +87,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # with pytest-xdist's --dist loadgroup (make test): one server per machine, shared
         if uses_the_server(item):
             join_group(config, item, SERVER_GROUP)
-        elif "integration" in item.path.parts:  # a module's runs (module fixtures) are made once, in one worker
+        elif "integration" in item.path.parts and shares_a_module_fixture(item):  # made once, in one worker
             join_group(config, item, f"module:{item.path.name}")
     order_for_mutants(items)
+
+
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` asks for a fixture its module's tests share (module, class or package scope): those
+    tests go to one worker, so the fixture is made once; a module's other tests are scheduled one by one."""
+    if not isinstance(item, pytest.Function):
+        return False
+    defs = item._fixtureinfo.name2fixturedefs.values()
+    return any(d.scope in ("module", "class", "package") for chain in defs for d in chain)
 
 
 def join_group(config: pytest.Config, item: pytest.Item, group: str) -> None:
