@@ -77,19 +77,49 @@ def uses_the_server(item: pytest.Item) -> bool:
     """Whether a test talks to the session's Milvus server (marked so, or asks for it by fixture)."""
     if item.get_closest_marker("milvus_server") is not None or "server_uri" in getattr(item, "fixturenames", ()):
         return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and any("server" in str(v) for v in callspec.params.values())
+    callspec = getattr(item, "callspec", None)  # a parameter naming the server kind (a message naming one does not)
+    return callspec is not None and any(v == "server" for v in callspec.params.values())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests on the Milvus server run one at a time in one worker, an integration module's other tests in one
     worker; under a mutant, the cheapest first."""
     for item in items:  # with pytest-xdist's --dist loadgroup (make test): one server per machine, shared
         if uses_the_server(item):
-            item.add_marker(pytest.mark.xdist_group(SERVER_GROUP))
-        elif "integration" in item.path.parts:  # a module's runs (module fixtures) are made once, in one worker
-            item.add_marker(pytest.mark.xdist_group(f"module:{item.path.name}"))
+            join_group(config, item, SERVER_GROUP)
+        elif "integration" in item.path.parts and shares_a_module_fixture(item):  # made once, in one worker
+            join_group(config, item, f"module:{item.path.name}")
     order_for_mutants(items)
+
+
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` asks for a fixture its module's tests share (module, class or package scope): those
+    tests go to one worker, so the fixture is made once; a module's other tests are scheduled one by one."""
+    if not isinstance(item, pytest.Function):
+        return False
+    defs = item._fixtureinfo.name2fixturedefs.values()
+    return any(d.scope in ("module", "class", "package") for chain in defs for d in chain)
+
+
+def join_group(config: pytest.Config, item: pytest.Item, group: str) -> None:
+    """Mark ``item`` as of xdist group ``group`` and, in a worker of ``--dist loadgroup``, give its node id the
+    ``@group`` suffix the scheduler groups by.
+
+    pytest-xdist writes that suffix in a collection hook of its own, which runs before this one (so it never
+    sees these marks), and as ``item._nodeid``, which pytest 9.2's structured node ids no longer read: without
+    the suffix written here, every test of a group was scheduled on its own, the server's tests ran in both
+    workers at once and a module fixture was built in each worker."""
+    item.add_marker(pytest.mark.xdist_group(group))
+    if not config.getoption("loadgroup", default=False):  # set in xdist's workers only
+        return
+    marks = item.iter_markers("xdist_group")
+    nodeid = item.nodeid + "@" + "_".join(sorted({str(m.args[0] if m.args else m.kwargs["name"]) for m in marks}))
+    try:
+        from _pytest.nodeid import NodeId  # pytest >= 9.2
+    except ImportError:  # the suffix goes where older pytest keeps the node id, as xdist writes it
+        setattr(item, "_nodeid", nodeid)  # noqa: B010 (a slot of pytest's Node)
+    else:
+        item._id = NodeId.parse(nodeid)
 
 
 def order_for_mutants(items: list[pytest.Item]) -> None:

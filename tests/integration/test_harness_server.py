@@ -17,9 +17,8 @@ from rag_eval.core.errors import UnsupportedFeatureError
 from rag_eval.harness.experiment import load_experiment, with_overrides
 from tests.conftest import ROOT, SHIPPED
 
-pytestmark = pytest.mark.milvus_server
 
-
+@pytest.mark.milvus_server
 def test_ingest_reuse_rebuild_and_replay_on_the_server(
     server_uri: str, collection_name: str, drop_after: Callable[[str, str], None], tmp_path: Path
 ) -> None:
@@ -49,6 +48,7 @@ def test_ingest_reuse_rebuild_and_replay_on_the_server(
     assert not rebuilt.reused and rebuilt.reason == "manifest differs" and rebuilt.collection == collection_name
 
 
+@pytest.mark.milvus_server
 def test_grouped_mode_is_refused_before_anything_is_written(
     server_uri: str, collection_name: str, drop_after: Callable[[str, str], None], tmp_path: Path
 ) -> None:
@@ -64,7 +64,7 @@ def test_grouped_mode_is_refused_before_anything_is_written(
     assert not (tmp_path / "run").exists()
 
 
-def test_cli_exit_code_3_when_the_server_is_gone(tmp_path: Path) -> None:
+def test_cli_exit_code_3_when_the_server_is_gone(tmp_path: Path) -> None:  # on a port nothing listens on
     proc = subprocess.run(
         [
             sys.executable,
@@ -89,6 +89,7 @@ def test_cli_exit_code_3_when_the_server_is_gone(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.milvus_server
 def test_two_runs_on_the_server_give_identical_rows(
     server_uri: str,
     collection_name: str,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from rag_eval import jobs
 from rag_eval.compare.gates import GateSet, parse_check
 from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
 from rag_eval.harness.load_settings import LoadSettings
+from rag_eval.search.milvus import MilvusStore
 from tests.conftest import ROOT, SHIPPED
+from tests.milvus_target import target
 
 pytestmark = [pytest.mark.milvus_server, pytest.mark.slow]
 
@@ -31,6 +34,20 @@ def two_configs(server_uri: str, collection: str, limit: int) -> Experiment:
     return replace(exp, configs=tuple(c for c in exp.configs if c.name in ("legacy-merge", "evidence")))
 
 
+@pytest.fixture(scope="module")
+def shipped_collection(server_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The shipped knowledge base in one server collection, built once for both tests: each replays it and
+    measures load on it, neither writes to it (a run reuses a collection whose manifest matches)."""
+    name = f"t_load_server_{uuid.uuid4().hex[:8]}"
+    exp = two_configs(server_uri, name, 20)
+    try:
+        jobs.ingest(replace(exp, cache_dir=tmp_path_factory.mktemp("load-cache")))
+        yield name
+    finally:
+        with MilvusStore(target(server_uri, name)) as store:
+            store.drop()
+
+
 def gates_file(tmp_path: Path, *checks: str) -> Path:
     path = tmp_path / f"gates-{len(list(tmp_path.glob('gates-*')))}.toml"
     path.write_text("[gates]\nchecks = [\n" + "".join(f'    "{c}",\n' for c in checks) + "]\n")
@@ -38,10 +55,9 @@ def gates_file(tmp_path: Path, *checks: str) -> Path:
 
 
 def test_a_run_with_a_load_table_measures_gates_and_draws_the_curve(
-    server_uri: str, collection_name: str, drop_after: Callable[[str, str], None], tmp_path: Path
+    server_uri: str, shipped_collection: str, tmp_path: Path
 ) -> None:
-    drop_after(server_uri, collection_name)
-    exp = two_configs(server_uri, collection_name, 40)
+    exp = two_configs(server_uri, shipped_collection, 40)
     settings = LoadSettings(concurrency=(1, 2), duration_s=1.0, rounds=2, configs=("legacy-merge", "evidence"))
     exp = replace(exp, cache_dir=tmp_path / "cache", load=settings)
     gates = GateSet(source="g.toml", checks=(parse_check("fail load:e2e:p99@2 <= 10s for evidence", path="g.toml"),))
@@ -78,11 +94,8 @@ def test_a_run_with_a_load_table_measures_gates_and_draws_the_curve(
     assert outcome in ("pass", "underpowered") and relative.exit_code == 0  # two rounds cannot convict
 
 
-def test_rag_eval_load_into_a_finished_run_directory(
-    server_uri: str, collection_name: str, drop_after: Callable[[str, str], None], tmp_path: Path
-) -> None:
-    drop_after(server_uri, collection_name)
-    exp = two_configs(server_uri, collection_name, 20)
+def test_rag_eval_load_into_a_finished_run_directory(server_uri: str, shipped_collection: str, tmp_path: Path) -> None:
+    exp = two_configs(server_uri, shipped_collection, 20)
     out = tmp_path / "run"
     jobs.run_experiment(replace(exp, cache_dir=tmp_path / "cache"), out)
     assert not (out / "load.json").exists()
@@ -91,7 +104,7 @@ def test_rag_eval_load_into_a_finished_run_directory(
 
     command = [
         sys.executable, "-m", "rag_eval.cli", "load", str(DEFAULT), "-q", "--milvus-uri", server_uri,
-        "--collection", collection_name, "--limit", "20", "--concurrency", "2,1", "--duration", "1", "--rounds", "2",
+        "--collection", shipped_collection, "--limit", "20", "--concurrency", "2,1", "--duration", "1", "--rounds", "2",
         "--configs", "evidence", "--out", str(out),
     ]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
