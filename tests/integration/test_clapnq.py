@@ -92,9 +92,9 @@ def test_clapnq_run_compared_with_itself_passes(clapnq_run: tuple[Experiment, jo
 )
 def test_clapnq_aa_simulation_fires_in_at_most_alpha(clapnq_run: tuple[Experiment, jobs.RunResult], spec: str) -> None:
     from rag_eval.compare.rundir import ComparedRun
-    from tests.integration.test_compare_calibration import aa_fire_rate
+    from tests.integration.test_compare_calibration import aa_fire_rate, at_most_alpha
 
     _, result = clapnq_run
     simulations = 200 if spec.startswith("latency") else 400  # percentiles cost more to resample
     run = ComparedRun.from_dir(result.out)
-    assert aa_fire_rate(run, spec, "legacy-merge", "evidence", simulations=simulations) <= 0.05
+    assert at_most_alpha(aa_fire_rate(run, spec, "legacy-merge", "evidence", simulations=simulations), simulations)
