@@ -186,28 +186,6 @@ def paired_compare(
     )  # fmt: skip
 
 
-def paired_p_value(
-    baseline: np.ndarray,
-    candidate: np.ndarray,
-    *,
-    kind: Kind,
-    settings: Settings,
-    rng: np.random.Generator,
-    percentile: float = 50.0,
-    alternative: Alternative = "two-sided",
-) -> tuple[float | None, float | None]:
-    """(p-value, its Monte Carlo standard error) of :func:`paired_compare`'s test alone: to draw more
-    resamples for a p-value near a decision threshold without the bootstrap again."""
-    a = np.asarray(baseline, dtype=float)
-    b = np.asarray(candidate, dtype=float)
-    if a.shape[0] < MIN_TESTED_UNITS or np.array_equal(a, b, equal_nan=True):
-        return paired_compare(a, b, kind=kind, settings=settings, rng=rng, percentile=percentile).p_value, 0.0
-    flipped, _, _ = _statistics(a, b, kind=kind, percentile=percentile)
-    test = FlipTest(kind=kind, baseline=a, candidate=b, positions=np.arange(a.shape[0]), alternative=alternative,
-                    percentile=percentile)  # fmt: skip
-    return _p_value(test, flipped, settings, rng)
-
-
 def _statistics(
     a: np.ndarray, b: np.ndarray, *, kind: Kind, percentile: float
 ) -> tuple[Callable[..., np.ndarray], np.ndarray, Callable[..., np.ndarray]]:
