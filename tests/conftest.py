@@ -82,8 +82,8 @@ def uses_the_server(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests on the Milvus server run one at a time in one worker, an integration module's other tests in one
-    worker; under a mutant, the cheapest first."""
+    """Tests on the Milvus server run one at a time in one worker, an integration module's tests that share a
+    module fixture in one worker; under a mutant, the cheapest first."""
     for item in items:  # with pytest-xdist's --dist loadgroup (make test): one server per machine, shared
         if uses_the_server(item):
             join_group(config, item, SERVER_GROUP)

@@ -74,14 +74,7 @@ class SwappedPercentiles:
 
     def _full(self, side: np.ndarray, *, keep_ranks: bool = False) -> np.ndarray:
         """Every row sorted: the statistic, or (``keep_ranks``) the two ranks' values of both sides."""
-        b = side.astype(np.float64)
-        a = 1.0 - b
-        b *= self.span
-        b += self.low
-        a *= self.span
-        a += self.low
-        a.sort(axis=1)
-        b.sort(axis=1)
+        a, b = sorted_sides(side, self.low, self.span)
         lo, hi = self.ranks
         if keep_ranks:
             return np.stack([a[:, lo], a[:, hi], b[:, lo], b[:, hi]], axis=1)
@@ -106,15 +99,7 @@ class _Window:
         self.low, self.span = test.low[self.inside], test.span[self.inside]
 
     def statistic(self, side: np.ndarray, test: SwappedPercentiles) -> np.ndarray:
-        inside = side[:, self.inside]
-        b = inside.astype(np.float64)
-        a = 1.0 - b
-        b *= self.span
-        b += self.low
-        a *= self.span
-        a += self.low
-        a.sort(axis=1)
-        b.sort(axis=1)
+        a, b = sorted_sides(side[:, self.inside], self.low, self.span)
         # a spanning unit whose side flag is False gives the candidate its low value (under q1), the
         # baseline its high one (over q2), and the other way round
         cand_low = self.spanning.size - np.count_nonzero(side[:, self.spanning], axis=1)
@@ -134,6 +119,20 @@ class _Window:
         value = np.take_along_axis(rows, np.clip(r, 0, max(rows.shape[1] - 1, 0))[:, None], axis=1)[:, 0] \
             if rows.shape[1] else np.full(len(rows), np.nan)
         return value, inside & (value >= self.q1) & (value <= self.q2)
+
+
+def sorted_sides(side: np.ndarray, low: np.ndarray, span: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(baseline, candidate) values of every resample, each row sorted: ``side`` True where the candidate
+    holds the unit's higher value (``low + span``), the baseline then its lower one."""
+    b = side.astype(np.float64)
+    a = 1.0 - b
+    b *= span
+    b += low
+    a *= span
+    a += low
+    a.sort(axis=1)
+    b.sort(axis=1)
+    return a, b
 
 
 def percentile_rows(values: np.ndarray, percentile: float, in_place: bool = False) -> np.ndarray:

@@ -119,7 +119,6 @@ class _Statistics:
         unknown = set(range(self.width)) - set(self.mean) - set(self.rate) - set(self.order)
         if unknown:
             raise ValueError(f"no randomisation test for kind {tests[min(unknown)].kind!r}")
-        self.tests = tests
         self.percentiles = [
             SwappedPercentiles(t.baseline, t.candidate, np.asarray(t.positions), t.percentile)
             for t in (tests[i] for i in self.order)

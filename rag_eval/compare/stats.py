@@ -160,9 +160,11 @@ def paired_compare(
         return replace(_undefined(n, base, cand, delta, ratio, ratio_kind), alternative=alternative)
 
     flipped, data, boot = _statistics(a, b, kind=kind, percentile=percentile)
-    flips = FlipTest(kind=kind, baseline=a, candidate=b, positions=units, alternative=alternative,
-                     percentile=percentile)  # fmt: skip
-    p_value, mc_error = _p_value(flips, flipped, settings, rng) if test else (None, None)
+    p_value, mc_error = None, None
+    if test:
+        flips = FlipTest(kind=kind, baseline=a, candidate=b, positions=units, alternative=alternative,
+                         percentile=percentile)  # fmt: skip
+        p_value, mc_error = _p_value(flips, flipped, settings, rng)
     if kind == "mean":
         # a mean of per-unit differences: Student's t interval, of the test's own statistic, with no
         # resampling error of its own (a bootstrap's percentile interval covers 92-93% at 264 units)
@@ -275,8 +277,9 @@ def _p_value(
     Exact (every one of the 2**n sign patterns, ``scipy.stats.permutation_test``; error 0) when that is
     no more than the resamples asked for, else random flips
     (:func:`rag_eval.compare.resampling.flip_p_values`): ``scipy.stats.monte_carlo_test``'s p-value,
-    (#{null at least as extreme} + 1) / (resamples + 1), two-sided twice the smaller tail, with error
-    sqrt(p (1 - p) / resamples), the null computed for a block of resamples at once.
+    (#{null at least as extreme} + 1) / (resamples + 1), two-sided twice the smaller tail, with its
+    Monte Carlo error (:func:`~rag_eval.compare.resampling.monte_carlo_error`), the null computed for a
+    block of resamples at once.
     """
     if not exact_test(test.n, settings):
         return flip_p_values([test], units=test.n, resamples=settings.permutations, rng=rng)[0]

@@ -21,7 +21,7 @@ from rag_eval.compare.resampling import FlipTest, flip_p_values
 from rag_eval.compare.stats import MIN_TESTED_UNITS, Alternative, Settings, exact_test
 from rag_eval.metrics.registry import Per
 
-__all__ = ["UnitFrames", "Units", "monte_carlo", "p_values", "unit_frames", "unit_values"]
+__all__ = ["UnitFrames", "Units", "columns", "monte_carlo", "p_values", "unit_frames", "unit_values"]
 
 PValues = dict[str, tuple[float | None, float | None]]
 
@@ -67,12 +67,15 @@ def unit_frames(
     return UnitFrames(baseline=sides[0], candidate=sides[1])
 
 
+def columns(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """``frame[cols]``; a column no row defines (no judged query, say) reads as missing values."""
+    return frame.reindex(columns=list(cols))
+
+
 def unit_values(metric: Metric, frames: UnitFrames) -> Units:
     """``metric``'s values on the units where both sides define them."""
-    cols = list(metric.columns)
-    # a column no row defines (no judged query, say) reads as missing values
-    b = frames.baseline[metric.unit].reindex(columns=cols)
-    c = frames.candidate[metric.unit].reindex(columns=cols)
+    b = columns(frames.baseline[metric.unit], metric.columns)
+    c = columns(frames.candidate[metric.unit], metric.columns)
     defined = ~(b.isna().any(axis=1).to_numpy() | c.isna().any(axis=1).to_numpy())
     b, c = b[defined], c[defined]
     qids = list(b.index.get_level_values("query_id")) if isinstance(b.index, pd.MultiIndex) else list(b.index)
