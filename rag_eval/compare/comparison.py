@@ -27,7 +27,7 @@ from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
 from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings, unjudged_note
 from rag_eval.compare.stats import Alternative, Paired, Settings, aggregate, paired_compare, required_resamples
-from rag_eval.compare.units import UnitFrames, Units, monte_carlo, p_values, unit_frames, unit_values
+from rag_eval.compare.units import UnitFrames, Units, columns, monte_carlo, p_values, unit_frames, unit_values
 from rag_eval.compare.verdicts import (
     FAMILY_TEXT,
     MC_ROUNDS,
@@ -47,10 +47,9 @@ SCHEMA_KEYS = (
     "gates_file", "gates_purpose", "exit_code", "comparisons",
 )  # fmt: skip
 TEST_NAME = (
-    "paired randomisation test: random flips of units in id order, one flip matrix per comparison and unit kind "
-    "shared by its metrics (the p-value scipy.stats.monte_carlo_test computes from those flips; exact with "
-    "scipy.stats.permutation_test for few units); one-sided in a relative gate's direction for the metrics it "
-    "names, else two-sided; redrawn with more resamples near alpha"
+    "paired randomisation test: random flips of units in id order, shared by a comparison's metrics "
+    "(scipy.stats.monte_carlo_test's p-value; exact with scipy.stats.permutation_test for few units); one-sided "
+    "in a relative gate's direction for the metrics it names, else two-sided; redrawn with more resamples near alpha"
 )
 INTERVAL_NAME = "bootstrap over units (scipy.stats.bootstrap, BCa; percentile where BCa is undefined)"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -215,8 +214,7 @@ def _redrawer(
 
 def _flips(pairing: _Pairing, per: Per, *, seed: int, round_: int) -> np.random.Generator:
     """The flip stream of one comparison and unit kind: adding a metric or a config changes no other result."""
-    tag = zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|flips:{per}".encode())
-    return np.random.default_rng([seed, tag, round_])
+    return np.random.default_rng([seed, _stable(pairing, f"flips:{per}"), round_])
 
 
 def _families(
@@ -249,7 +247,7 @@ def _compared_metrics(
     drawn: dict[str, tuple[Metric, Units, Alternative]] = {}
     for metric in metrics:
         u = units[metric.name]
-        rng = np.random.default_rng([settings.seed, _stable(pairing, metric)])
+        rng = np.random.default_rng([settings.seed, _stable(pairing, metric.name)])
         alternative: Alternative = (
             gate_alternative(metric) if families.get((index, metric.name)) == "gates" else "two-sided"
         )
@@ -282,14 +280,9 @@ def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:
     return EXIT_PASS
 
 
-def _stable(pairing: _Pairing, metric: Metric) -> int:
-    """A seed per (comparison, metric): adding a metric or a config changes no other result."""
-    return zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|{metric.name}".encode())
-
-
-def _columns(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
-    """``frame[cols]``; a column no row defines (no judged query, say) reads as missing values."""
-    return frame.reindex(columns=list(cols))
+def _stable(pairing: _Pairing, name: str) -> int:
+    """A seed per (comparison, metric or flip stream): adding a metric or a config changes no other result."""
+    return zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|{name}".encode())
 
 
 def _changes(
@@ -403,7 +396,7 @@ def _gates(
 def _own_value(metric: Metric, run: ComparedRun, config: str) -> float:
     """The metric over every unit of one config (an absolute check holds on all of its queries)."""
     frame = run.pairs if metric.unit == "pair" else run.values
-    rows = _columns(frame.loc[frame["config"] == config], metric.columns).dropna()
+    rows = columns(frame.loc[frame["config"] == config], metric.columns).dropna()
     if rows.empty:
         return math.nan
     values = rows.to_numpy(dtype=float)
