@@ -21,12 +21,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rag_eval.compare.bootstrap import BootTest, Interval, intervals
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
 from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings, unjudged_note
-from rag_eval.compare.stats import Alternative, Paired, Settings, aggregate, paired_compare, required_resamples
+from rag_eval.compare.stats import (
+    Alternative,
+    Paired,
+    Settings,
+    aggregate,
+    bootstrapped,
+    paired_compare,
+    required_resamples,
+    with_interval,
+)
 from rag_eval.compare.units import UnitFrames, Units, columns, monte_carlo, p_values, unit_frames, unit_values
 from rag_eval.compare.verdicts import (
     FAMILY_TEXT,
@@ -51,7 +61,10 @@ TEST_NAME = (
     "(scipy.stats.monte_carlo_test's p-value; exact with scipy.stats.permutation_test for few units); one-sided "
     "in a relative gate's direction for the metrics it names, else two-sided; redrawn with more resamples near alpha"
 )
-INTERVAL_NAME = "bootstrap over units (scipy.stats.bootstrap, BCa; percentile where BCa is undefined)"
+INTERVAL_NAME = (
+    "bootstrap over units, one stream of resamples per comparison and set of units (scipy.stats.bootstrap's "
+    "BCa; percentile where BCa is undefined)"
+)
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 
@@ -254,17 +267,43 @@ def _compared_metrics(
         later = monte_carlo(metric, u, settings)
         paired = paired_compare(
             u.baseline, u.candidate, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-            test=metric.tested and not later, alternative=alternative,
+            test=metric.tested and not later, alternative=alternative, interval=False,
         )  # fmt: skip
         if later:
             drawn[metric.name] = (metric, u, alternative)
         rows.append((metric, paired, _changes(metric, u.baseline, u.candidate, u.query_ids, position)))
     stream = partial(_flips, pairing, seed=settings.seed, round_=0)
     found = p_values(drawn, frames, resamples=settings.permutations, stream=stream)
+    boxes = _intervals(pairing, [(m, units[m.name]) for m, p, _ in rows if bootstrapped(m.kind, p)], settings)
     return [
-        (m, replace(p, p_value=found[m.name][0], p_mc_error=found[m.name][1]) if m.name in found else p, ch)
+        (m, _completed(m, p, found.get(m.name), boxes.get(m.name)), ch)
         for m, p, ch in rows
     ]
+
+
+def _completed(
+    metric: Metric, paired: Paired, found: tuple[float | None, float | None] | None, box: Interval | None
+) -> Paired:
+    """``paired`` with its randomisation p-value and its bootstrap interval, where they were drawn later."""
+    if found is not None:
+        paired = replace(paired, p_value=found[0], p_mc_error=found[1])
+    return paired if box is None else with_interval(paired, box, kind=metric.kind)
+
+
+def _intervals(pairing: _Pairing, wanted: Sequence[tuple[Metric, Units]], settings: Settings) -> dict[str, Interval]:
+    """The bootstrap interval of every metric in ``wanted``, one stream of resamples per set of units (a
+    metric's interval depends on its values, its units and the seed, not on which other metrics share them)."""
+    sets: dict[tuple[Per, bytes], list[tuple[Metric, Units]]] = {}
+    for metric, u in wanted:
+        sets.setdefault((metric.unit, np.asarray(u.positions, dtype=np.int64).tobytes()), []).append((metric, u))
+    out: dict[str, Interval] = {}
+    for (per, positions), members in sets.items():
+        rng = np.random.default_rng([settings.seed, _stable(pairing, f"bootstrap:{per}:{zlib.crc32(positions)}")])
+        tests = [BootTest(kind=m.kind, baseline=u.baseline, candidate=u.candidate, percentile=m.percentile)
+                 for m, u in members]  # fmt: skip
+        found = intervals(tests, resamples=settings.resamples, confidence=settings.confidence, rng=rng)
+        out.update({m.name: box for (m, _), box in zip(members, found, strict=True)})
+    return out
 
 
 def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:

@@ -12,9 +12,9 @@ and both configs were measured on the same units, so every procedure here is pai
   or one-sided (``alternative``) where the question is (a relative gate); the p-value is never 0
   (``(count + 1) / (resamples + 1)``) and carries its Monte Carlo error;
 - the interval of a mean (of per-unit differences) is Student's t interval; of any other kind a
-  bootstrap over units (``scipy.stats.bootstrap``, BCa, percentile where BCa is undefined because
-  every resample agrees, and beyond :data:`BCA_MAX_UNITS` units, where BCa's jackknife costs n**2
-  work and the percentile interval is within a few percent of it). Fewer than
+  bootstrap over units (:mod:`rag_eval.compare.bootstrap`: ``scipy.stats.bootstrap``'s BCa interval from
+  the same draws, which is its test oracle; the percentile interval where BCa is undefined because every
+  resample agrees, and beyond :data:`~rag_eval.compare.bootstrap.BCA_MAX_UNITS` units). Fewer than
   :data:`MIN_TESTED_UNITS` units: no test and no interval;
 - the minimum detectable difference at a given power is ``(z(1 - alpha/2) + z(power))`` times the
   standard error of the difference.
@@ -32,7 +32,6 @@ Units are passed as index arrays so that one code path serves every kind of metr
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -40,6 +39,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from rag_eval.compare.bootstrap import BootTest, Interval, intervals
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
 from rag_eval.compare.orderstats import percentile_rows
 from rag_eval.compare.resampling import FlipTest, flip_p_values
@@ -128,11 +128,14 @@ def paired_compare(
     percentile: float = 50.0,
     test: bool = True,
     alternative: Alternative = "two-sided",
+    interval: bool = True,
 ) -> Paired:
     """Compare per-unit ``baseline`` and ``candidate`` values (row i of both is the same unit).
 
     ``alternative`` is the test's: ``less`` asks whether the candidate's value is lower (a drop),
-    ``greater`` whether it is higher (a growth; for ratio kinds the log ratio is above 0)."""
+    ``greater`` whether it is higher (a growth; for ratio kinds the log ratio is above 0). Without
+    ``interval`` a bootstrap interval is left to the caller (:func:`bootstrapped`, :func:`with_interval`),
+    who draws many metrics' at once."""
     a = np.asarray(baseline, dtype=float)
     b = np.asarray(candidate, dtype=float)
     n = int(a.shape[0])
@@ -159,7 +162,7 @@ def paired_compare(
     if n < MIN_TESTED_UNITS:  # one unit: no test and no interval (too few units to test, never a crash)
         return replace(_undefined(n, base, cand, delta, ratio, ratio_kind), alternative=alternative)
 
-    flipped, data, boot = _statistics(a, b, kind=kind, percentile=percentile)
+    flipped, data = _statistics(a, b, kind=kind, percentile=percentile)
     p_value, mc_error = None, None
     if test:
         flips = FlipTest(kind=kind, baseline=a, candidate=b, positions=units, alternative=alternative,
@@ -174,15 +177,32 @@ def paired_compare(
             n=n, baseline=base, candidate=cand, delta=delta, ci_low=delta - half, ci_high=delta + half,
             p_value=p_value, se=se_t, alternative=alternative, p_mc_error=mc_error, t_df=n - 1,
         )  # fmt: skip
-    low, high, se, dist = _bootstrap(data, boot, settings, rng)
-    plain = Paired(
-        n=n, baseline=base, candidate=cand, delta=delta, ci_low=low[0], ci_high=high[0], p_value=p_value,
-        se=se[0], alternative=alternative, p_mc_error=mc_error, boot=np.sort(dist[0]),
+    nan = math.nan
+    pending = Paired(
+        n=n, baseline=base, candidate=cand, delta=delta, ci_low=nan, ci_high=nan, p_value=p_value, se=nan,
+        ratio=ratio, alternative=alternative, p_mc_error=mc_error, ratio_ci_low=nan if ratio_kind else None,
+        ratio_ci_high=nan if ratio_kind else None, se_log_ratio=nan if ratio_kind else None,
     )  # fmt: skip
-    if not ratio_kind:
+    if not interval:
+        return pending
+    test_ = BootTest(kind=kind, baseline=a, candidate=b, percentile=percentile)
+    (box,) = intervals([test_], resamples=settings.resamples, confidence=settings.confidence, rng=rng)
+    return with_interval(pending, box, kind=kind)
+
+
+def bootstrapped(kind: Kind, paired: Paired) -> bool:
+    """Whether ``paired``'s interval is a bootstrap one (every kind but a mean, when there is one at all)."""
+    return kind != "mean" and paired.n >= MIN_TESTED_UNITS and not paired.identical and math.isfinite(paired.delta)
+
+
+def with_interval(paired: Paired, box: Interval, *, kind: Kind) -> Paired:
+    """``paired`` with the bootstrap interval ``box`` (:func:`rag_eval.compare.bootstrap.intervals`)."""
+    low, high, se, dist = box.lows, box.highs, box.ses, box.distributions
+    plain = replace(paired, ci_low=low[0], ci_high=high[0], se=se[0], boot=np.sort(dist[0]))
+    if kind not in RATIO_KINDS:
         return plain
     return replace(
-        plain, ratio=ratio, ratio_ci_low=math.exp(low[1]) if math.isfinite(low[1]) else math.nan,
+        plain, ratio_ci_low=math.exp(low[1]) if math.isfinite(low[1]) else math.nan,
         ratio_ci_high=math.exp(high[1]) if math.isfinite(high[1]) else math.nan, se_log_ratio=se[1],
         boot_log_ratio=np.sort(dist[1]),
     )  # fmt: skip
@@ -190,8 +210,8 @@ def paired_compare(
 
 def _statistics(
     a: np.ndarray, b: np.ndarray, *, kind: Kind, percentile: float
-) -> tuple[Callable[..., np.ndarray], np.ndarray, Callable[..., np.ndarray]]:
-    """(the test statistic of sign flips, the data the bootstrap resamples, the bootstrap's statistic)."""
+) -> tuple[Callable[..., np.ndarray], np.ndarray]:
+    """(the test statistic of sign flips, the per-unit differences of a mean)."""
     n = int(a.shape[0])
     agg = aggregate(kind, np.concatenate([a, b], axis=0), percentile)
     ratio_kind = kind in RATIO_KINDS
@@ -200,13 +220,10 @@ def _statistics(
         # the difference of means is the mean of per-unit differences: test and resample those
         d = b - a
 
-        def mean_d(x: np.ndarray, axis: int = -1) -> np.ndarray:
-            return np.asarray(x.mean(axis=-1))
-
         def flipped_mean(signs: np.ndarray, axis: int = -1) -> np.ndarray:
             return np.asarray((signs * d).mean(axis=-1))
 
-        return flipped_mean, d, mean_d
+        return flipped_mean, d
 
     def swapped(signs: np.ndarray, axis: int = -1) -> np.ndarray:
         # a unit whose sign the randomisation flipped has its baseline and candidate values swapped
@@ -217,14 +234,7 @@ def _statistics(
                 return np.asarray(np.log(agg(ib) / agg(ia)))
         return np.asarray(agg(ib) - agg(ia))
 
-    def boot(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-        base, cand = agg(idx), agg(idx + n)  # each side once per resample
-        if ratio_kind:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return np.stack([cand - base, np.log(cand / base)])
-        return np.asarray(cand - base)
-
-    return swapped, units, boot
+    return swapped, units
 
 
 def bound(paired: Paired, *, level: float, upper: bool, log_ratio: bool = False) -> float:
@@ -293,53 +303,15 @@ def _p_value(
     return min(1.0, p), 0.0
 
 
-RESAMPLED_VALUES = 2_000_000  # values resampled in one vectorised call (16 MB of float64) beyond 1,000 units
-# BCa's jackknife evaluates the statistic on n leave-one-out samples of n - 1 units: n**2 work, hours
-# at 100,000 queries. From 5,000 units on, the percentile interval is within 3% of its width of BCa's
-# (measured on exponential, 10%-binary and U-shaped beta values of 5,000 units)
-BCA_MAX_UNITS = 5_000
-
-
-ALL_AT_ONCE = 12_000_000  # values (96 MB of float64) resampled in one call up to 1,000 units
+ALL_AT_ONCE = 12_000_000  # values (96 MB of float64) of an exact test's sign patterns in one call
+RESAMPLED_VALUES = 2_000_000  # values per call beyond that
 
 
 def _batch(n: int, resamples: int = 0) -> int | None:
-    """Resamples per vectorised call, so that memory stays bounded whatever the number of units and
-    resamples: up to 1,000 units all at once (None: as before, the same draws) unless a redraw near alpha
-    asks for so many resamples that they would not fit, 100,000 queries 20 at a time."""
-    if n <= 1000 and n * resamples <= ALL_AT_ONCE:
+    """Sign patterns per vectorised call of an exact test, so that memory stays bounded."""
+    if n * resamples <= ALL_AT_ONCE:
         return None
     return max(1, RESAMPLED_VALUES // n)
-
-
-def _bootstrap(
-    data: np.ndarray, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator
-) -> tuple[list[float], list[float], list[float], list[np.ndarray]]:
-    """(lows, highs, standard errors, bootstrap distributions), one per output of ``statistic``."""
-    result = None
-    for method in ("BCa", "percentile") if len(data) <= BCA_MAX_UNITS else ("percentile",):
-        with warnings.catch_warnings():
-            # BCa is undefined when (nearly) every resample agrees; the percentile interval is not
-            warnings.simplefilter("ignore")
-            result = stats.bootstrap(
-                (data,),
-                statistic,
-                vectorized=True,
-                n_resamples=settings.resamples,
-                confidence_level=settings.confidence,
-                method=method,
-                rng=rng,
-                batch=_batch(len(data), settings.resamples),
-            )
-        ci = result.confidence_interval
-        if np.all(np.isfinite(np.atleast_1d(ci.low))) and np.all(np.isfinite(np.atleast_1d(ci.high))):
-            break
-    assert result is not None
-    lows = [float(v) for v in np.atleast_1d(result.confidence_interval.low)]
-    highs = [float(v) for v in np.atleast_1d(result.confidence_interval.high)]
-    ses = [float(v) for v in np.atleast_1d(result.standard_error)]
-    dist = np.asarray(result.bootstrap_distribution, dtype=float)
-    return lows, highs, ses, list(dist.reshape(len(lows), -1))
 
 
 def minimum_detectable(se: float, *, alpha: float, power: float) -> float:

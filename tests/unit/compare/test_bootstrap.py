@@ -1,0 +1,178 @@
+"""The batched bootstrap against scipy: the same draws give scipy.stats.bootstrap's intervals.
+
+scipy is the oracle: ``scipy.stats.bootstrap`` is given the same generator (so it draws the same resample
+indices, a block of :func:`block_rows` at a time) and the metric's statistic written the plain way (gather
+the resampled units' values, aggregate each side with numpy), so any difference is the batched
+arithmetic's: the counts, the windows of order statistics, the closed-form jackknife, the BCa ends.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from rag_eval.compare import bootstrap
+from rag_eval.compare.bootstrap import BootTest, block_rows, count_blocks, intervals
+
+RATIO = ("percentile", "latency")
+
+
+def plain(kind: str, a: np.ndarray, b: np.ndarray, q: float) -> Callable[..., np.ndarray]:
+    """The metric's statistic of resampled unit indices, aggregated by numpy."""
+
+    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        idx = idx.astype(int)
+        if kind == "rate":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rb = np.where(b[idx, 1].sum(-1) > 0, b[idx, 0].sum(-1) / b[idx, 1].sum(-1), np.nan)
+                ra = np.where(a[idx, 1].sum(-1) > 0, a[idx, 0].sum(-1) / a[idx, 1].sum(-1), np.nan)
+            return np.asarray(rb - ra)
+        if kind == "max":
+            return np.asarray(b[idx].max(-1) - a[idx].max(-1))
+        pa, pb = np.percentile(a[idx], q, axis=-1), np.percentile(b[idx], q, axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.stack([pb - pa, np.log(pb / pa)])
+
+    return statistic
+
+
+def scipy_interval(kind: str, a: np.ndarray, b: np.ndarray, *, q: float, resamples: int, seed: int,
+                   method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """(lows, highs, standard errors, distributions) of scipy.stats.bootstrap on the same draws."""
+    n = len(a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a degenerate BCa warns and gives NaN ends
+        res = stats.bootstrap((np.arange(n, dtype=float),), plain(kind, a, b, q), vectorized=True,
+                              n_resamples=resamples, confidence_level=0.95, method=method,
+                              rng=np.random.default_rng(seed), batch=block_rows(n))  # fmt: skip
+    lows = np.atleast_1d(res.confidence_interval.low)
+    dist = np.asarray(res.bootstrap_distribution).reshape(len(lows), -1)
+    return lows, np.atleast_1d(res.confidence_interval.high), np.atleast_1d(res.standard_error), dist
+
+
+def mine(kind: str, a: np.ndarray, b: np.ndarray, *, q: float, resamples: int, seed: int) -> bootstrap.Interval:
+    (box,) = intervals([BootTest(kind=kind, baseline=a, candidate=b, percentile=q)],  # type: ignore[arg-type]
+                       resamples=resamples, confidence=0.95, rng=np.random.default_rng(seed))  # fmt: skip
+    return box
+
+
+def assert_same(
+    kind: str, a: np.ndarray, b: np.ndarray, *, q: float = 50.0, resamples: int = 999, seed: int = 5
+) -> str:
+    """The intervals equal scipy's: BCa where scipy's BCa is defined, else scipy's percentile interval.
+    Returns the method that held."""
+    box = mine(kind, a, b, q=q, resamples=resamples, seed=seed)
+    method = "BCa" if len(a) <= bootstrap.BCA_MAX_UNITS else "percentile"
+    lows, highs, ses, dist = scipy_interval(kind, a, b, q=q, resamples=resamples, seed=seed, method=method)
+    if not (np.isfinite(lows).all() and np.isfinite(highs).all()):
+        method = "percentile"
+        lows, highs, ses, dist = scipy_interval(kind, a, b, q=q, resamples=resamples, seed=seed, method=method)
+    np.testing.assert_allclose(np.asarray(box.distributions), dist, rtol=1e-12, atol=0, equal_nan=True)
+    np.testing.assert_allclose(box.lows, lows, rtol=1e-9, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(box.highs, highs, rtol=1e-9, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(box.ses, ses, rtol=1e-9, atol=1e-12, equal_nan=True)
+    return method
+
+
+def values(kind: str, n: int, rng: np.random.Generator, *, discrete: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "rate":
+        # chunks delivered and relevant ones among them, per query: a numerator at most its denominator
+        den_a, den_b = rng.integers(0, 6, n), rng.integers(0, 6, n)
+        a = np.column_stack([rng.integers(0, den_a + 1), den_a]).astype(float)
+        b = np.column_stack([rng.integers(0, den_b + 1), den_b]).astype(float)
+        return a, b
+    if discrete:
+        return rng.integers(0, 4, n).astype(float), rng.integers(0, 4, n).astype(float)
+    a = rng.exponential(size=n)
+    return a, a * rng.uniform(0.5, 2.0, size=n)
+
+
+@pytest.mark.parametrize("n", [2, 3, 30, 264, 2500])
+@pytest.mark.parametrize(("kind", "q"), [("latency", 95.0), ("percentile", 50.0), ("max", 100.0), ("rate", 50.0)])
+def test_the_same_intervals_as_scipy_from_the_same_draws(kind: str, q: float, n: int) -> None:
+    a, b = values(kind, n, np.random.default_rng(n))
+    assert_same(kind, a, b, q=q)
+
+
+@pytest.mark.parametrize("kind", ["percentile", "latency", "max"])
+def test_ties_and_a_degenerate_bca_fall_back_to_scipys_percentile_interval(kind: str) -> None:
+    # values in {0, 1, 2, 3}: many resamples equal the observed median, some percentiles are 0 (log ratio
+    # infinite), and BCa's ends are not numbers
+    methods = {assert_same(kind, *values(kind, n, np.random.default_rng(n), discrete=True), q=q)
+               for n in (40, 264) for q in (10.0, 50.0, 90.0)}  # fmt: skip
+    assert "percentile" in methods or kind == "max"
+
+
+def test_beyond_bca_units_the_percentile_interval_as_scipy_computes_it() -> None:
+    a, b = values("latency", bootstrap.BCA_MAX_UNITS + 1, np.random.default_rng(3))
+    assert assert_same("latency", a, b, q=99.0, resamples=199) == "percentile"
+
+
+def test_every_resample_outside_its_window_is_cumulated_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    # windows of no width: almost every order statistic falls outside and is found by the full cumulation
+    a, b = values("latency", 3000, np.random.default_rng(11))
+    wide = mine("latency", a, b, q=90.0, resamples=499, seed=2)
+    monkeypatch.setattr(bootstrap, "WINDOW_Z", 0.0)
+    side = bootstrap._Side(a, (2698, 2699))
+    assert side.lo > 0 and side.hi < len(a)  # a window, not the full sort
+    narrow = mine("latency", a, b, q=90.0, resamples=499, seed=2)
+    np.testing.assert_array_equal(np.asarray(wide.distributions), np.asarray(narrow.distributions))
+    assert_same("latency", a, b, q=90.0, resamples=499, seed=2)
+
+
+def test_counts_are_scipys_draws_counted() -> None:
+    rng, again = np.random.default_rng(9), np.random.default_rng(9)
+    (block,) = list(count_blocks(rng, 50, 7))
+    drawn = again.integers(0, 7, (50, 7))
+    assert block.shape == (50, 7) and (block.sum(axis=1) == 7).all()
+    np.testing.assert_array_equal(block, np.stack([np.bincount(r, minlength=7) for r in drawn]))
+
+
+def test_blocks_depend_on_the_units_alone() -> None:
+    n = 3000
+    assert block_rows(n) < 999  # several blocks
+    sizes = [len(b) for b in count_blocks(np.random.default_rng(0), 999, n)]
+    assert sum(sizes) == 999 and len(set(sizes[:-1])) == 1 and sizes[0] == block_rows(n)
+
+
+def test_metrics_sharing_a_stream_each_get_scipys_interval() -> None:
+    # one stream for several metrics: each interval is the one scipy gives that metric alone on the same draws
+    rng = np.random.default_rng(4)
+    n = 264
+    tests = [("latency", 95.0), ("percentile", 50.0), ("rate", 50.0), ("max", 100.0)]
+    data = [values(kind, n, rng) for kind, _ in tests]
+    boxes = intervals([BootTest(kind=k, baseline=a, candidate=b, percentile=q)  # type: ignore[arg-type]
+                       for (k, q), (a, b) in zip(tests, data, strict=True)],
+                      resamples=999, confidence=0.95, rng=np.random.default_rng(8))  # fmt: skip
+    for (kind, q), (a, b), box in zip(tests, data, boxes, strict=True):
+        lows, highs, _, dist = scipy_interval(kind, a, b, q=q, resamples=999, seed=8, method="BCa")
+        np.testing.assert_allclose(np.asarray(box.distributions), dist, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(box.lows, lows, rtol=1e-9)
+        np.testing.assert_allclose(box.highs, highs, rtol=1e-9)
+
+
+def test_a_rate_without_denominator_in_some_resamples_has_no_interval() -> None:
+    a = np.array([[1.0, 1.0]] + [[0.0, 0.0]] * 29)
+    b = np.array([[0.0, 1.0]] + [[0.0, 0.0]] * 29)
+    box = mine("rate", a, b, q=50.0, resamples=499, seed=1)
+    assert math.isnan(box.lows[0]) and math.isnan(box.highs[0])  # some resamples never draw the one unit
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["latency", "percentile", "max", "rate"]),
+    st.integers(min_value=2, max_value=60),
+    st.floats(min_value=0.0, max_value=100.0),
+    st.integers(min_value=0, max_value=2**32 - 1),
+    st.booleans(),
+)
+def test_any_values_the_same_as_scipy(kind: str, n: int, q: float, seed: int, discrete: bool) -> None:
+    a, b = values(kind, n, np.random.default_rng(seed), discrete=discrete)
+    assert_same(kind, a, b, q=100.0 if kind == "max" else q, resamples=199, seed=seed)
