@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from scipy import stats
+from scipy.special import ndtri  # scipy.stats.norm.ppf
 
 from rag_eval.compare.catalog import RATIO_KINDS, Metric
 from rag_eval.compare.stats import Paired, Settings, bound, minimum_detectable
@@ -194,7 +194,7 @@ class RelativeCheck(Check):
             if math.isfinite(d) and scale > 0:
                 return (d if growth else -d) / scale
         if math.isfinite(se) and math.isfinite(change):
-            return change + float(stats.norm.ppf(level)) * se  # se of the log ratio: about that of the ratio
+            return change + float(ndtri(level)) * se  # se of the log ratio: about that of the ratio
         return worst  # the worse end of the two-sided interval: a wider bound
 
     def _change(self, metric: Metric, p: Paired) -> tuple[float, float, float, float]:

@@ -1,16 +1,19 @@
-"""The null distribution of a percentile's log ratio under random flips, from the units that can move it.
+"""The null distribution of a percentile's log ratio under random flips, by cumulated counts.
 
-Each unit holds two values, ``low <= high`` (written ``low + side * span``, ``side`` 0 or 1, for every
-resample and for the observed data alike, so ties are exact). A flip decides which side gets which.
-Every order statistic of a side's values lies between the same order statistic of the lows and of the
-highs, and in practice in a far narrower window, the range of the null itself: a pilot of the first
-:data:`PILOT_ROWS` resamples, sorted in full, gives that range, widened by its own width on each side.
-Against a window ``[q1, q2]`` the units fall in four groups: below (both values under ``q1``), above
-(both over ``q2``), spanning (one under, one over: which one a side gets is a count) and inside (a value
-within). For a resample, the order statistic of rank ``k`` is the one of rank ``k - below - spanning
-low`` among the inside units' values, *if* that lies within the window; a resample for which it does not
-is sorted in full. So the result is exact, and a block of resamples costs a sort of the inside units
-only (about ``16 sqrt(n)`` of them for a median) plus a count over the spanning ones.
+Each unit holds two values, ``low <= high``; a flip decides which side gets which, so each side holds
+exactly one of every unit's two values. The ``2n`` values are sorted once (``high`` written ``low +
+span`` for every resample and for the observed data alike, so ties are exact). For a resample, a side's
+order statistic of rank ``k`` is the sorted value at which that side's cumulated count of the values it
+holds first passes ``k``; the candidate holds sorted value ``j`` when the flip of ``j``'s unit says so, and
+the baseline holds the rest, so one cumulative count serves both sides. No row is sorted.
+
+Every order statistic of a side lies in practice in a narrow window of the sorted values, the range
+of the null itself: a pilot of the first :data:`PILOT_ROWS` resamples, cumulated over all values, gives
+that range, widened by its own width on each side. Only the window is cumulated, from the count of the
+values under it a side holds (a constant for the units with both values under the window, plus one
+count over the units that straddle its start); a resample whose order statistic falls outside the window
+is cumulated in full. So the result is exact, and a block of resamples costs a pass over the window's
+values and over the straddling units.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 import numpy as np
 
 PILOT_ROWS = 128
-WINDOWED_SHARE = 0.5  # inside units above this share of all: a full sort costs no more
+WINDOWED_SHARE = 0.5  # a window over this share of the values costs no less than the full count
 
 
 class SwappedPercentiles:
@@ -28,111 +31,109 @@ class SwappedPercentiles:
 
     def __init__(self, baseline: np.ndarray, candidate: np.ndarray, positions: np.ndarray, percentile: float) -> None:
         a, b = np.asarray(baseline, float), np.asarray(candidate, float)
-        self.low = np.minimum(a, b)
-        self.span = np.maximum(a, b) - self.low
-        self.high = self.low + self.span  # as every side writes it
-        self.candidate_high = b > a
-        self.positions = positions
-        self.n = len(a)
-        self.identity = bool(self.n == 0 or (positions[0] == 0 and positions[-1] == self.n - 1))
-        virtual = (self.n - 1) * np.true_divide(percentile, 100)
-        self.ranks = (math.floor(virtual), min(math.floor(virtual) + 1, self.n - 1))
+        low = np.minimum(a, b)
+        span = np.maximum(a, b) - low
+        candidate_high = b > a
+        self.n = n = len(a)
+        values = np.concatenate([low, low + span])  # the high value as every side writes it
+        order = np.argsort(values, kind="stable")  # a unit's low sorts before its high, ties included
+        self.sorted = values[order]
+        owner = np.concatenate([np.arange(n), np.arange(n)])[order]
+        is_high = order >= n
+        self.columns = np.asarray(positions)[owner]  # each sorted value's unit in the flip matrix
+        # the candidate holds sorted value j when its unit's flip differs from ``want[j]``
+        self.want = is_high == candidate_high[owner]
+        self.where = np.empty(2 * n, dtype=np.int64)
+        self.where[order] = np.arange(2 * n)  # the sorted position of each unit's low (first n) and high
+        self.candidate_high = candidate_high
+        self.positions = np.asarray(positions)
+        virtual = (n - 1) * np.true_divide(percentile, 100)
+        self.ranks = (math.floor(virtual), min(math.floor(virtual) + 1, n - 1))
         self.t = float(virtual - math.floor(virtual))
-        self.window: _Window | None = None
+        self.window: Window | None = None
         self.full = False
+        self.dtype = np.int16 if 2 * n < np.iinfo(np.int16).max else np.int32
 
     def observed(self) -> float:
-        side = self.candidate_high[None, :]
-        return float(self._full(side)[0])
+        return float(self.full_null(np.zeros((int(self.positions.max(initial=-1)) + 1, 1), dtype=bool))[0])
 
     def null(self, flips: np.ndarray) -> np.ndarray:
-        """The statistic of every resample of a block of flips (resamples x the comparison's units)."""
-        mine = flips if flips.shape[1] == self.n and self.identity else flips[:, self.positions]
-        side = mine ^ self.candidate_high  # True: the candidate holds the higher value
+        """The statistic of every resample of a block of flips, given transposed (the comparison's units x
+        resamples: a pass over one value is then one contiguous row of every resample)."""
         if self.window is None and not self.full:
-            pilot = min(PILOT_ROWS, len(side))
-            head = self._full(side[:pilot], keep_ranks=True)
+            pilot = min(PILOT_ROWS, flips.shape[1])
+            head = self.full_null(flips[:, :pilot], keep=True)
             self._set_window(head)
-            if self.window is None or pilot == len(side):
-                return self._full(side)
+            if self.window is None or pilot == flips.shape[1]:
+                return self.full_null(flips)
         if self.full or self.window is None:
-            return self._full(side)
-        return self.window.statistic(side, self)
+            return self.full_null(flips)
+        return self.window.statistic(flips, self)
 
-    def _set_window(self, ranks: np.ndarray) -> None:
-        """The window from the pilot's order statistics (rows x (side, rank)), or a full sort for good."""
-        lo, hi = float(np.min(ranks)), float(np.max(ranks))
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            self.full = True
-            return
+    def _set_window(self, at: np.ndarray) -> None:
+        """The window from the pilot's sorted positions of the order statistics, or a full count for good."""
+        lo, hi = int(at.min()), int(at.max())
         width = hi - lo
-        window = _Window(self, lo - width, hi + width)
-        if window.inside.size > WINDOWED_SHARE * self.n:
+        p1, p2 = max(0, lo - width - 1), min(2 * self.n, hi + width + 2)
+        if p2 - p1 > WINDOWED_SHARE * 2 * self.n:
             self.full = True
         else:
-            self.window = window
+            self.window = Window(self, p1, p2)
 
-    def _full(self, side: np.ndarray, *, keep_ranks: bool = False) -> np.ndarray:
-        """Every row sorted: the statistic, or (``keep_ranks``) the two ranks' values of both sides."""
-        a, b = sorted_sides(side, self.low, self.span)
-        lo, hi = self.ranks
-        if keep_ranks:
-            return np.stack([a[:, lo], a[:, hi], b[:, lo], b[:, hi]], axis=1)
-        return self.log_ratio(a[:, lo], a[:, hi], b[:, lo], b[:, hi])
+    def counts(self, flips: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """(values, rows): how many of the sorted values from ``start`` up to each one in ``[start, stop)``
+        the candidate holds, in every resample of the transposed ``flips``."""
+        held = flips[self.columns[start:stop]] != self.want[start:stop, None]
+        count: np.ndarray = held.view(np.uint8).astype(self.dtype)  # from bytes: a bool array converts 3x slower
+        np.cumsum(count, axis=0, out=count)
+        return count
+
+    def full_null(self, flips: np.ndarray, *, keep: bool = False) -> np.ndarray:
+        """Every value cumulated: the statistic, or (``keep``) the sorted positions of the order statistics."""
+        count = self.counts(flips)
+        total = np.arange(1, 2 * self.n + 1, dtype=self.dtype)[:, None]
+        at = [np.count_nonzero(side <= k, axis=0) for side in (total - count, count) for k in self.ranks]
+        if keep:
+            return np.stack(at, axis=1)
+        return self.log_ratio(*(self.sorted[j] for j in at))
 
     def log_ratio(self, a_lo: np.ndarray, a_hi: np.ndarray, b_lo: np.ndarray, b_hi: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray(np.log(interpolate(b_lo, b_hi, self.t) / interpolate(a_lo, a_hi, self.t)))
 
 
-class _Window:
-    """The units against one window ``[q1, q2]`` of values."""
+class Window:
+    """The sorted values ``[start, stop)`` of one test, and what a side holds under them."""
 
-    def __init__(self, test: SwappedPercentiles, q1: float, q2: float) -> None:
-        self.q1, self.q2 = q1, q2
-        below = test.high < q1
-        above = test.low > q2
-        spanning = (test.low < q1) & (test.high > q2)
-        self.below = int(below.sum())
-        self.spanning = np.flatnonzero(spanning)
-        self.inside = np.flatnonzero(~(below | above | spanning))
-        self.low, self.span = test.low[self.inside], test.span[self.inside]
+    def __init__(self, test: SwappedPercentiles, start: int, stop: int) -> None:
+        self.start, self.stop = start, stop
+        low_at, high_at = test.where[: test.n], test.where[test.n :]
+        under = high_at < start  # both values under the window: the candidate holds one of them
+        straddle = (low_at < start) & ~under  # the low under it, the high not
+        # the candidate holds a straddling unit's low when its flip equals candidate_high (a flipped unit
+        # whose candidate value was the high one, or an unflipped one whose candidate value was the low)
+        self.straddle = test.positions[straddle]
+        self.straddle_high = test.candidate_high[straddle]
+        self.under = int(under.sum())
 
-    def statistic(self, side: np.ndarray, test: SwappedPercentiles) -> np.ndarray:
-        a, b = sorted_sides(side[:, self.inside], self.low, self.span)
-        # a spanning unit whose side flag is False gives the candidate its low value (under q1), the
-        # baseline its high one (over q2), and the other way round
-        cand_low = self.spanning.size - np.count_nonzero(side[:, self.spanning], axis=1)
-        base_low = self.spanning.size - cand_low
-        values = [self._rank(a, base_low, k) for k in test.ranks] + [self._rank(b, cand_low, k) for k in test.ranks]
-        ok = np.logical_and.reduce([v[1] for v in values])
-        out = np.empty(len(side))
-        out[ok] = test.log_ratio(*(v[0][ok] for v in values))
-        if not ok.all():  # the order statistic fell outside the window: those resamples sorted in full
-            out[~ok] = test._full(side[~ok])
+    def statistic(self, flips: np.ndarray, test: SwappedPercentiles) -> np.ndarray:
+        holds_low = flips[self.straddle] == self.straddle_high[:, None]
+        cand_under = self.under + np.count_nonzero(holds_low, axis=0)
+        base_under = self.start - cand_under
+        count = test.counts(flips, self.start, self.stop)
+        count += cand_under.astype(test.dtype)[None, :]
+        total = np.arange(self.start + 1, self.stop + 1, dtype=test.dtype)[:, None]
+        sides = ((total - count, base_under), (count, cand_under))
+        at, ok = [], np.ones(flips.shape[1], dtype=bool)
+        for side, under in sides:
+            for k in test.ranks:
+                at.append(self.start + np.count_nonzero(side <= k, axis=0))
+                ok &= (under <= k) & (side[-1] > k)
+        out = np.empty(flips.shape[1])
+        out[ok] = test.log_ratio(*(test.sorted[j[ok]] for j in at))
+        if not ok.all():  # an order statistic fell outside the window: those resamples cumulated in full
+            out[~ok] = test.full_null(flips[:, ~ok])
         return out
-
-    def _rank(self, rows: np.ndarray, spanning_low: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(the value of rank ``k`` of each row's side, whether it is exact: within the window)."""
-        r = k - self.below - spanning_low
-        inside = (r >= 0) & (r < rows.shape[1])
-        value = np.take_along_axis(rows, np.clip(r, 0, max(rows.shape[1] - 1, 0))[:, None], axis=1)[:, 0] \
-            if rows.shape[1] else np.full(len(rows), np.nan)
-        return value, inside & (value >= self.q1) & (value <= self.q2)
-
-
-def sorted_sides(side: np.ndarray, low: np.ndarray, span: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(baseline, candidate) values of every resample, each row sorted: ``side`` True where the candidate
-    holds the unit's higher value (``low + span``), the baseline then its lower one."""
-    b = side.astype(np.float64)
-    a = 1.0 - b
-    b *= span
-    b += low
-    a *= span
-    a += low
-    a.sort(axis=1)
-    b.sort(axis=1)
-    return a, b
 
 
 def percentile_rows(values: np.ndarray, percentile: float, in_place: bool = False) -> np.ndarray:

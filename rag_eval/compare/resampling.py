@@ -150,13 +150,15 @@ class _Statistics:
     def null(self, flips: np.ndarray) -> np.ndarray:
         out = np.empty((flips.shape[0], self.width))
         if self.mean or self.rate:
-            f = flips[:, : self.d.shape[0]].astype(np.float64)
+            f = flips[:, : self.d.shape[0]].view(np.uint8).astype(np.float64)  # a bool array converts 3x slower
             if self.mean:
                 out[:, self.mean] = (self.d_sum - 2.0 * (f @ self.d)) / self.d_n
             if self.rate:
                 out[:, self.rate] = self._rates(f @ self.r)
-        for i, percentiles in zip(self.order, self.percentiles, strict=True):
-            out[:, i] = percentiles.null(flips)
+        if self.order:
+            by_unit = np.ascontiguousarray(flips.T)  # one transposition for every percentile of the block
+            for i, percentiles in zip(self.order, self.percentiles, strict=True):
+                out[:, i] = percentiles.null(by_unit)
         return out
 
     def _rates(self, moved: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+from scipy.special import ndtri, stdtrit  # scipy.stats.t.ppf and norm.ppf, without importing scipy.stats
 
 from rag_eval.compare.bootstrap import BootTest, Interval, intervals
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
@@ -172,7 +172,7 @@ def paired_compare(
         # a mean of per-unit differences: Student's t interval, of the test's own statistic, with no
         # resampling error of its own (a bootstrap's percentile interval covers 92-93% at 264 units)
         se_t = float(np.std(data, ddof=1) / math.sqrt(n))
-        half = float(stats.t.ppf(1 - (1 - settings.confidence) / 2, n - 1)) * se_t
+        half = float(stdtrit(n - 1, 1 - (1 - settings.confidence) / 2)) * se_t
         return Paired(
             n=n, baseline=base, candidate=cand, delta=delta, ci_low=delta - half, ci_high=delta + half,
             p_value=p_value, se=se_t, alternative=alternative, p_mc_error=mc_error, t_df=n - 1,
@@ -248,7 +248,7 @@ def bound(paired: Paired, *, level: float, upper: bool, log_ratio: bool = False)
     (0.9, -0.9)
     """
     if paired.t_df is not None and not log_ratio:
-        t = float(stats.t.ppf(level, paired.t_df))
+        t = float(stdtrit(paired.t_df, level))
         return paired.delta + t * paired.se if upper else paired.delta - t * paired.se
     dist = paired.boot_log_ratio if log_ratio else paired.boot
     dist = dist[np.isfinite(dist)]
@@ -293,6 +293,8 @@ def _p_value(
     """
     if not exact_test(test.n, settings):
         return flip_p_values([test], units=test.n, resamples=settings.permutations, rng=rng)[0]
+    from scipy import stats  # few units only: not imported by a comparison that never needs it
+
     result = stats.permutation_test(
         (np.ones(test.n),), statistic, permutation_type="samples", vectorized=True, n_resamples=2**test.n,
         alternative=test.alternative, batch=_batch(test.n, 2**test.n),
@@ -323,7 +325,7 @@ def minimum_detectable(se: float, *, alpha: float, power: float) -> float:
     """
     if not math.isfinite(se):
         return math.nan
-    return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
+    return float((ndtri(1 - alpha / 2) + ndtri(power)) * se)
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

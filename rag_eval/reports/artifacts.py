@@ -22,7 +22,6 @@ from rag_eval.harness.load import LoadResult
 from rag_eval.harness.load_file import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
 from rag_eval.harness.publish import Artifact, JsonFile, ParquetFile, Ranking, Render, TextFile
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking
-from rag_eval.reports.html import render_html
 from rag_eval.reports.junit import render_junit
 from rag_eval.reports.load import render_load_markdown
 from rag_eval.reports.markdown import render_markdown
@@ -86,6 +85,8 @@ def run_files(
 
 def html_report(shown_dir: Path) -> Render:
     """What renders ``report.html`` into the staging directory, naming ``shown_dir`` as the run's."""
+    from rag_eval.reports.html import render_html  # its figures import matplotlib: not for a comparison alone
+
     return partial(render_html, shown_dir=shown_dir)
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import jinja2
 
-from rag_eval.reports import charts
 from rag_eval.reports.markdown import md_text
 from rag_eval.reports.templating import environment
 
@@ -74,6 +73,8 @@ def curve_chart(doc: Mapping[str, Any]) -> str | None:
                 (int(r["concurrency"]), float(r["qps"]), (lat.get("e2e") or {}).get("p99"),
                  (lat.get("search") or {}).get("p99"))
             )  # fmt: skip
+    from rag_eval.reports import charts  # matplotlib: imported only when a curve is drawn
+
     return charts.load_curve({k: sorted(v) for k, v in series.items()})
 
 

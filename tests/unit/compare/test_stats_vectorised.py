@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from rag_eval.compare.orderstats import SwappedPercentiles, _Window, percentile_rows
+from rag_eval.compare.orderstats import SwappedPercentiles, Window, percentile_rows
 from rag_eval.compare.resampling import (
     FlipTest,
     flip_blocks,
@@ -206,11 +206,12 @@ def test_the_windowed_null_is_the_full_sorts_resample_by_resample(shape: str, q:
     a, b = _pairs(shape, 3000, rng)
     swapped = SwappedPercentiles(a, b, np.arange(3000), q)
     flips = drawn(5, 1500, 3000)
-    null = np.concatenate([swapped.null(flips[:1000]), swapped.null(flips[1000:])])
-    full = swapped._full(flips ^ (b > a))
+    by_unit = np.ascontiguousarray(flips.T)
+    null = np.concatenate([swapped.null(by_unit[:, :1000]), swapped.null(by_unit[:, 1000:])])
+    full = swapped.full_null(by_unit)
     assert np.array_equal(null, full)
     if shape == "correlated":
-        assert swapped.window is not None and swapped.window.inside.size < 0.25 * 3000
+        assert swapped.window is not None and swapped.window.stop - swapped.window.start < 0.25 * 6000
 
 
 def test_a_window_too_narrow_for_a_resample_falls_back_to_the_full_sort() -> None:
@@ -218,11 +219,11 @@ def test_a_window_too_narrow_for_a_resample_falls_back_to_the_full_sort() -> Non
     a, b = _pairs("correlated", 2000, rng)
     swapped = SwappedPercentiles(a, b, np.arange(2000), 50.0)
     flips = drawn(2, 600, 2000)
-    swapped.null(flips[:200])  # the pilot sets the window
+    flips = np.ascontiguousarray(flips.T)
+    swapped.null(flips[:, :200])  # the pilot sets the window
     assert swapped.window is not None
-    median = float(np.median(np.concatenate([a, b])))
-    swapped.window = _Window(swapped, median, median)  # a window of one value: most resamples fall outside
-    assert np.array_equal(swapped.null(flips[200:]), swapped._full(flips[200:] ^ (b > a)))
+    swapped.window = Window(swapped, 2000, 2001)  # a window of one value: most resamples fall outside
+    assert np.array_equal(swapped.null(flips[:, 200:]), swapped.full_null(flips[:, 200:]))
 
 
 def test_the_windowed_p_value_is_scipys_at_thousands_of_units() -> None:
