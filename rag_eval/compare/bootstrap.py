@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -74,15 +74,22 @@ class Interval:
 
 
 def count_blocks(rng: np.random.Generator, resamples: int, units: int) -> Iterator[np.ndarray]:
-    """Blocks of the ``resamples x units`` matrix of counts (int32): row ``r``, column ``i`` is how often
-    resample ``r`` drew unit ``i``; the draws are ``scipy.stats.bootstrap``'s with ``batch`` =
-    :func:`block_rows` ``(units)``."""
+    """Blocks of the matrix of counts, transposed (``units x resamples``, so that a pass over one unit is a
+    contiguous row of every resample): row ``i``, column ``r`` is how often resample ``r`` drew unit ``i``;
+    the draws are ``scipy.stats.bootstrap``'s with ``batch`` = :func:`block_rows` ``(units)``."""
     rows = block_rows(units)
     for start in range(0, resamples, rows):
         size = min(rows, resamples - start)
         drawn = rng.integers(0, units, (size, units))
-        drawn += (np.arange(size) * units)[:, None]
-        yield np.bincount(drawn.ravel(), minlength=size * units).reshape(size, units).astype(np.int32)
+        drawn *= size
+        drawn += np.arange(size)[:, None]
+        counts = np.bincount(drawn.ravel(), minlength=size * units).reshape(units, size)
+        yield counts.astype(_dtype(units))
+
+
+def _dtype(units: int) -> type[np.signedinteger[Any]]:
+    """The narrowest integer for a count (or a cumulated count) of ``units`` draws."""
+    return np.int16 if units < np.iinfo(np.int16).max else np.int32
 
 
 def block_rows(units: int) -> int:
@@ -103,9 +110,9 @@ def intervals(
     spans = np.cumsum([0] + [s.columns.shape[1] for s in statistics])
     drawn: list[list[np.ndarray]] = [[] for _ in tests]
     for counts in count_blocks(rng, resamples, n):
-        product = counts.astype(np.float64) @ columns
+        product = columns.T @ counts.astype(np.float64)
         for j, s in enumerate(statistics):
-            drawn[j].append(s.block(counts, product[:, spans[j] : spans[j + 1]]))
+            drawn[j].append(s.block(counts, product[spans[j] : spans[j + 1]]))
     alpha = (1 - confidence) / 2
     return [
         _interval(s, np.concatenate(d, axis=1), alpha=alpha, bca=n <= BCA_MAX_UNITS)
@@ -170,7 +177,7 @@ class _Statistic(Protocol):
     columns: np.ndarray  # (units, k): what the block's matrix product needs of this test
 
     def block(self, counts: np.ndarray, product: np.ndarray) -> np.ndarray:
-        """(outputs, rows) of a block of counts; ``product`` = counts @ ``columns``."""
+        """(outputs, resamples) of a block of counts (units x resamples); ``product`` = ``columns.T @ counts``."""
         ...
 
     def observed(self) -> np.ndarray:
@@ -207,7 +214,7 @@ class _Rate:
         self.sums = self.columns.sum(axis=0)
 
     def block(self, counts: np.ndarray, product: np.ndarray) -> np.ndarray:
-        return np.asarray(_rates(product[:, 2], product[:, 3]) - _rates(product[:, 0], product[:, 1]))[None, :]
+        return np.asarray(_rates(product[2], product[3]) - _rates(product[0], product[1]))[None, :]
 
     def observed(self) -> np.ndarray:
         s = self.sums
@@ -236,15 +243,17 @@ class _Side:
 
     def order_statistics(self, counts: np.ndarray, below: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The values of the two ranks in every resample (``below``: its count of units under the window)."""
-        window = np.cumsum(counts[:, self.order[self.lo : self.hi]], axis=1, dtype=np.int32)
-        window += below.astype(np.int32)[:, None]
+        window = counts[self.order[self.lo : self.hi]]
+        np.cumsum(window, axis=0, out=window)
+        window += below.astype(window.dtype)[None, :]
         out = []
         for k in self.ranks:
-            at = self.lo + np.count_nonzero(window <= k, axis=1)
-            outside = (below > k) | (window[:, -1] <= k)
+            at = self.lo + np.count_nonzero(window <= k, axis=0)
+            outside = (below > k) | (window[-1] <= k)
             if outside.any():  # beyond the window: those resamples cumulated in full
-                full = np.cumsum(counts[outside][:, self.order], axis=1, dtype=np.int32)
-                at[outside] = np.count_nonzero(full <= k, axis=1)
+                full = counts[:, outside][self.order]
+                np.cumsum(full, axis=0, out=full)
+                at[outside] = np.count_nonzero(full <= k, axis=0)
             out.append(self.sorted[at])
         return out[0], out[1]
 
@@ -281,7 +290,7 @@ class _Order:
             return np.stack([cand - base, np.log(cand / base)])
 
     def block(self, counts: np.ndarray, product: np.ndarray) -> np.ndarray:
-        base, cand = (interpolate(*s.order_statistics(counts, product[:, j]), self.t) for j, s in enumerate(self.sides))
+        base, cand = (interpolate(*s.order_statistics(counts, product[j]), self.t) for j, s in enumerate(self.sides))
         return self._outputs(base, cand)
 
     def observed(self) -> np.ndarray:

@@ -131,14 +131,14 @@ def test_counts_are_scipys_draws_counted() -> None:
     rng, again = np.random.default_rng(9), np.random.default_rng(9)
     (block,) = list(count_blocks(rng, 50, 7))
     drawn = again.integers(0, 7, (50, 7))
-    assert block.shape == (50, 7) and (block.sum(axis=1) == 7).all()
-    np.testing.assert_array_equal(block, np.stack([np.bincount(r, minlength=7) for r in drawn]))
+    assert block.shape == (7, 50) and (block.sum(axis=0) == 7).all()  # units x resamples
+    np.testing.assert_array_equal(block.T, np.stack([np.bincount(r, minlength=7) for r in drawn]))
 
 
 def test_blocks_depend_on_the_units_alone() -> None:
     n = 3000
     assert block_rows(n) < 999  # several blocks
-    sizes = [len(b) for b in count_blocks(np.random.default_rng(0), 999, n)]
+    sizes = [b.shape[1] for b in count_blocks(np.random.default_rng(0), 999, n)]
     assert sum(sizes) == 999 and len(set(sizes[:-1])) == 1 and sizes[0] == block_rows(n)
 
 
