@@ -19,7 +19,6 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from rag_eval.compare.bootstrap import BootTest, Interval, intervals
 from rag_eval.compare.catalog import Metric, catalog
@@ -334,21 +333,22 @@ def _changes(
             per_unit = cand[:, 0] / cand[:, 1] - base[:, 0] / base[:, 1]
     else:
         per_unit = cand - base
-    per_query = pd.Series(per_unit, index=list(qids), dtype=float).groupby(level=0, sort=False).mean()
-    n_queries = int(per_query.size)
+    ids, of_query = np.unique(np.asarray(qids, dtype=object), return_inverse=True)
+    n_queries = len(ids)
     if metric.higher_is_better is None:
         return {"improved": [], "degraded": [], "unchanged": n_queries}
-    sign = 1.0 if metric.higher_is_better else -1.0
-    better = per_query[(sign * per_query) > 1e-12]
-    worse = per_query[(sign * per_query) < -1e-12]
-    def in_order(ids: pd.Index) -> list[str]:
-        return sorted((str(q) for q in ids), key=lambda q: (position.get(q, math.inf), q))
+    # a query's change is the mean over its units (its pairs) that define one
+    defined = ~np.isnan(per_unit)
+    sums = np.bincount(of_query, weights=np.where(defined, per_unit, 0.0), minlength=n_queries)
+    counts = np.bincount(of_query, weights=defined, minlength=n_queries)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = (1.0 if metric.higher_is_better else -1.0) * np.where(counts > 0, sums / counts, np.nan)
 
-    return {
-        "improved": in_order(better.index),
-        "degraded": in_order(worse.index),
-        "unchanged": n_queries - len(better) - len(worse),
-    }
+    def in_order(mask: np.ndarray) -> list[str]:
+        return sorted((str(q) for q in ids[mask]), key=lambda q: (position.get(q, math.inf), q))
+
+    better, worse = in_order(change > 1e-12), in_order(change < -1e-12)
+    return {"improved": better, "degraded": worse, "unchanged": n_queries - len(better) - len(worse)}
 
 
 def _metric_entry(metric: Metric, p: Paired, changes: Mapping[str, Any], verdict: Verdict) -> dict[str, Any]:

@@ -11,7 +11,7 @@ on its own values and the comparison's seed, not on which other metrics are comp
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -43,9 +43,31 @@ class UnitFrames:
 
     baseline: Mapping[Per, pd.DataFrame]
     candidate: Mapping[Per, pd.DataFrame]
+    # read once per comparison, shared by its metrics
+    _columns: dict[tuple[bool, Per, str], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    _ids: dict[Per, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def width(self, per: Per) -> int:
         return len(self.baseline[per])
+
+    def column(self, candidate: bool, per: Per, name: str) -> np.ndarray:
+        """One side's values of a column as floats; a column no row defines reads as missing values."""
+        key = (candidate, per, name)
+        if key not in self._columns:
+            frame = (self.candidate if candidate else self.baseline)[per]
+            self._columns[key] = (
+                frame[name].to_numpy(dtype=float, na_value=np.nan) if name in frame.columns
+                else np.full(len(frame), np.nan)
+            )  # fmt: skip
+        return self._columns[key]
+
+    def query_ids(self, per: Per) -> list[str]:
+        """The query of every unit of a kind."""
+        if per not in self._ids:
+            index = self.baseline[per].index
+            qids = index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index
+            self._ids[per] = [str(q) for q in qids]
+        return self._ids[per]
 
 
 def unit_frames(
@@ -74,15 +96,16 @@ def columns(frame: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
 
 def unit_values(metric: Metric, frames: UnitFrames) -> Units:
     """``metric``'s values on the units where both sides define them."""
-    b = columns(frames.baseline[metric.unit], metric.columns)
-    c = columns(frames.candidate[metric.unit], metric.columns)
-    defined = ~(b.isna().any(axis=1).to_numpy() | c.isna().any(axis=1).to_numpy())
-    b, c = b[defined], c[defined]
-    qids = list(b.index.get_level_values("query_id")) if isinstance(b.index, pd.MultiIndex) else list(b.index)
-    shape = (len(b), 2) if metric.kind == "rate" else (len(b),)
+    per = metric.unit
+    b = np.column_stack([frames.column(False, per, c) for c in metric.columns])
+    c = np.column_stack([frames.column(True, per, c) for c in metric.columns])
+    defined = ~(np.isnan(b).any(axis=1) | np.isnan(c).any(axis=1))
+    positions = np.flatnonzero(defined)
+    ids = frames.query_ids(per)
+    shape = (len(positions), 2) if metric.kind == "rate" else (len(positions),)
     return Units(
-        baseline=b.to_numpy(dtype=float).reshape(shape), candidate=c.to_numpy(dtype=float).reshape(shape),
-        query_ids=[str(q) for q in qids], positions=np.flatnonzero(defined),
+        baseline=b[defined].reshape(shape), candidate=c[defined].reshape(shape),
+        query_ids=[ids[i] for i in positions], positions=positions,
     )  # fmt: skip
 
 
