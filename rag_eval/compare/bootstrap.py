@@ -39,7 +39,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
-from rag_eval.compare.orderstats import interpolate
+from rag_eval.compare.orderstats import count_down, interpolate
 
 __all__ = ["BCA_MAX_UNITS", "COUNTS_PER_BLOCK", "BootTest", "Interval", "count_blocks", "intervals"]
 
@@ -248,12 +248,12 @@ class _Side:
         window += below.astype(window.dtype)[None, :]
         out = []
         for k in self.ranks:
-            at = self.lo + np.count_nonzero(window <= k, axis=0)
+            at = self.lo + count_down(window <= k)
             outside = (below > k) | (window[-1] <= k)
             if outside.any():  # beyond the window: those resamples cumulated in full
                 full = counts[:, outside][self.order]
                 np.cumsum(full, axis=0, out=full)
-                at[outside] = np.count_nonzero(full <= k, axis=0)
+                at[outside] = count_down(full <= k)
             out.append(self.sorted[at])
         return out[0], out[1]
 

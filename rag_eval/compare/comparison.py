@@ -270,7 +270,8 @@ def _compared_metrics(
         )  # fmt: skip
         if later:
             drawn[metric.name] = (metric, u, alternative)
-        rows.append((metric, paired, _changes(metric, u.baseline, u.candidate, u.query_ids, position)))
+        ranks, names = frames.query_ranks(metric.unit, position)
+        rows.append((metric, paired, _changes(metric, u.baseline, u.candidate, ranks[u.positions], names)))
     stream = partial(_flips, pairing, seed=settings.seed, round_=0)
     found = p_values(drawn, frames, resamples=settings.permutations, stream=stream)
     boxes = _intervals(pairing, [(m, units[m.name]) for m, p, _ in rows if bootstrapped(m.kind, p)], settings)
@@ -324,30 +325,27 @@ def _stable(pairing: _Pairing, name: str) -> int:
 
 
 def _changes(
-    metric: Metric, base: np.ndarray, cand: np.ndarray, qids: Sequence[str], position: Mapping[str, Any]
+    metric: Metric, base: np.ndarray, cand: np.ndarray, ranks: np.ndarray, names: Sequence[str]
 ) -> dict[str, Any]:
-    """Queries improved / degraded (per-query change in the better / worse direction, in the run's query
-    order: ``position``) and unchanged."""
+    """Queries improved / degraded (per-query change in the better / worse direction) and unchanged: each
+    unit's query by its rank in the run's order (``ranks``; ``names`` the queries by rank)."""
     if metric.kind == "rate":
         with np.errstate(divide="ignore", invalid="ignore"):
             per_unit = cand[:, 0] / cand[:, 1] - base[:, 0] / base[:, 1]
     else:
         per_unit = cand - base
-    ids, of_query = np.unique(np.asarray(qids, dtype=object), return_inverse=True)
-    n_queries = len(ids)
+    units = np.bincount(ranks, minlength=len(names))
+    n_queries = int(np.count_nonzero(units))
     if metric.higher_is_better is None:
         return {"improved": [], "degraded": [], "unchanged": n_queries}
     # a query's change is the mean over its units (its pairs) that define one
     defined = ~np.isnan(per_unit)
-    sums = np.bincount(of_query, weights=np.where(defined, per_unit, 0.0), minlength=n_queries)
-    counts = np.bincount(of_query, weights=defined, minlength=n_queries)
+    sums = np.bincount(ranks, weights=np.where(defined, per_unit, 0.0), minlength=len(names))
+    counts = np.bincount(ranks, weights=defined, minlength=len(names))
     with np.errstate(divide="ignore", invalid="ignore"):
         change = (1.0 if metric.higher_is_better else -1.0) * np.where(counts > 0, sums / counts, np.nan)
-
-    def in_order(mask: np.ndarray) -> list[str]:
-        return sorted((str(q) for q in ids[mask]), key=lambda q: (position.get(q, math.inf), q))
-
-    better, worse = in_order(change > 1e-12), in_order(change < -1e-12)
+    better = [names[r] for r in np.flatnonzero(change > 1e-12).tolist()]
+    worse = [names[r] for r in np.flatnonzero(change < -1e-12).tolist()]
     return {"improved": better, "degraded": worse, "unchanged": n_queries - len(better) - len(worse)}
 
 

@@ -93,7 +93,7 @@ class SwappedPercentiles:
         """Every value cumulated: the statistic, or (``keep``) the sorted positions of the order statistics."""
         count = self.counts(flips)
         total = np.arange(1, 2 * self.n + 1, dtype=self.dtype)[:, None]
-        at = [np.count_nonzero(side <= k, axis=0) for side in (total - count, count) for k in self.ranks]
+        at = [count_down(side <= k) for side in (total - count, count) for k in self.ranks]
         if keep:
             return np.stack(at, axis=1)
         return self.log_ratio(*(self.sorted[j] for j in at))
@@ -119,7 +119,7 @@ class Window:
 
     def statistic(self, flips: np.ndarray, test: SwappedPercentiles) -> np.ndarray:
         holds_low = flips[self.straddle] == self.straddle_high[:, None]
-        cand_under = self.under + np.count_nonzero(holds_low, axis=0)
+        cand_under = self.under + count_down(holds_low)
         base_under = self.start - cand_under
         count = test.counts(flips, self.start, self.stop)
         count += cand_under.astype(test.dtype)[None, :]
@@ -128,13 +128,20 @@ class Window:
         at, ok = [], np.ones(flips.shape[1], dtype=bool)
         for side, under in sides:
             for k in test.ranks:
-                at.append(self.start + np.count_nonzero(side <= k, axis=0))
+                at.append(self.start + count_down(side <= k))
                 ok &= (under <= k) & (side[-1] > k)
         out = np.empty(flips.shape[1])
         out[ok] = test.log_ratio(*(test.sorted[j[ok]] for j in at))
         if not ok.all():  # an order statistic fell outside the window: those resamples cumulated in full
             out[~ok] = test.full_null(flips[:, ~ok])
         return out
+
+
+def count_down(mask: np.ndarray) -> np.ndarray:
+    """How many rows of each column of a bool matrix are True (``np.count_nonzero(mask, axis=0)``, summed
+    in the narrowest integer that holds the count: twice as fast)."""
+    narrow = np.int16 if mask.shape[0] < np.iinfo(np.int16).max else np.int32
+    return np.asarray(mask.view(np.uint8).sum(axis=0, dtype=narrow), dtype=np.intp)
 
 
 def percentile_rows(values: np.ndarray, percentile: float, in_place: bool = False) -> np.ndarray:

@@ -10,8 +10,10 @@ on its own values and the comparison's seed, not on which other metrics are comp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +48,7 @@ class UnitFrames:
     # read once per comparison, shared by its metrics
     _columns: dict[tuple[bool, Per, str], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     _ids: dict[Per, list[str]] = field(default_factory=dict, repr=False, compare=False)
+    _ranks: dict[Per, tuple[np.ndarray, list[str]]] = field(default_factory=dict, repr=False, compare=False)
 
     def width(self, per: Per) -> int:
         return len(self.baseline[per])
@@ -60,6 +63,16 @@ class UnitFrames:
                 else np.full(len(frame), np.nan)
             )  # fmt: skip
         return self._columns[key]
+
+    def query_ranks(self, per: Per, position: Mapping[str, Any]) -> tuple[np.ndarray, list[str]]:
+        """(each unit's query as its rank in the run's order, the queries by rank): ``position`` gives a
+        query's place in the run; a query it does not know comes after, by id."""
+        if per not in self._ranks:
+            ids = self.query_ids(per)
+            names = sorted(set(ids), key=lambda q: (position.get(q, math.inf), q))
+            rank = {q: r for r, q in enumerate(names)}
+            self._ranks[per] = (np.fromiter((rank[q] for q in ids), dtype=np.intp, count=len(ids)), names)
+        return self._ranks[per]
 
     def query_ids(self, per: Per) -> list[str]:
         """The query of every unit of a kind."""
