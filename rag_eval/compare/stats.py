@@ -1,4 +1,4 @@
-"""Paired statistics with scipy.stats: a randomisation test, a bootstrap interval, power, Holm.
+"""Paired statistics: a randomisation test, a bootstrap interval, power, Holm (scipy their oracle).
 
 Every metric is a statistic of per-unit values (a unit is a query, or a (query, document) pair),
 and both configs were measured on the same units, so every procedure here is paired:
