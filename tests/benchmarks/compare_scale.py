@@ -11,13 +11,13 @@ import argparse
 import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import load_gates
-from rag_eval.compare.rundir import ComparedRun
+from rag_eval.compare.rundir import IDENTITY, ComparedRun
 from rag_eval.harness.rows import LATENCY_COLUMNS
 from rag_eval.metrics.measures import summarize
 from tests.benchmarks import synthetic
@@ -42,7 +42,16 @@ def synthetic_run(n: int, configs: int = 2) -> ComparedRun:
     summary = {"experiment": "scale", "baseline": "c0", "cutoffs": list(CUTOFFS), "configs": summary_configs}
     manifest = {"experiment": {"name": "scale", "cutoffs": list(CUTOFFS), "baseline": "c0"},
                 "dataset": {"name": "synthetic", "checksum": "x"}, "configs": cfgs}  # fmt: skip
-    return ComparedRun(dir=None, table=table.to_pandas(), summary=summary, manifest=manifest)
+    table = table.combine_chunks()
+
+    def rows(columns: Sequence[str]) -> Iterator[pa.Table]:
+        # as a run's parts are read again: Arrow batches of the asked-for columns (ComparedRun.in_store)
+        for start in range(0, table.num_rows, 8192):
+            yield table.slice(start, 8192).select([c for c in columns if c in table.column_names])
+
+    return ComparedRun(
+        dir=None, table=table.select(list(IDENTITY)).to_pandas(), summary=summary, manifest=manifest, rows=rows
+    )
 
 
 def seconds(run: ComparedRun) -> float:
