@@ -106,7 +106,7 @@ def intervals(
         return []
     n = int(np.asarray(tests[0].baseline).shape[0])
     statistics = [_statistic(t, n) for t in tests]
-    columns = np.concatenate([s.columns for s in statistics], axis=1) if statistics else np.empty((n, 0))
+    columns = np.concatenate([s.columns for s in statistics], axis=1)
     spans = np.cumsum([0] + [s.columns.shape[1] for s in statistics])
     drawn: list[list[np.ndarray]] = [[] for _ in tests]
     for counts in count_blocks(rng, resamples, n):
