@@ -3,6 +3,7 @@ qrels cell, key, name or gate is never repeated into a one-line error."""
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,15 @@ import pytest
 
 from rag_eval import cli
 from rag_eval.core.config import RagConfig
-from rag_eval.core.errors import MAX_QUOTED, ConfigError, DatasetError, GatesError, quoted
+from rag_eval.core.errors import (
+    MAX_QUOTED,
+    ConfigError,
+    DatasetError,
+    GatesError,
+    LitePathError,
+    as_written,
+    quoted,
+)
 from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.harness.experiment import default_experiment, with_overrides
@@ -172,3 +181,32 @@ def test_a_long_gate_is_cut(tmp_path: Path) -> None:
             load_gates(str(gates)).validate(__import__("rag_eval.compare.catalog", fromlist=["catalog"]).catalog((5,)))
         assert "\n" not in str(err.value) and len(str(err.value)) < LINE, len(str(err.value))
         assert f"({len(check):,} characters)" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "limit", "shown"),
+    [
+        ([1, 2], 6, "[1, 2]"),  # a repr of exactly the limit is whole
+        ([1, 2], 5, "[1, … (6 characters)"),
+        ("aa", 1, "'…' (2 characters)"),  # no room for a character: none is shown, never a negative cut
+        ("abc", 1, "'…' (3 characters)"),
+        ("\x00abcdef", 5, "'…' (7 characters)"),  # an escape longer than the room left is not shown
+        ("a\x00", 4, "'…' (2 characters)"),
+    ],
+)  # fmt: skip
+def test_quoted_at_the_limit_and_in_the_least_room(value: object, limit: int, shown: str) -> None:
+    assert quoted(value, limit) == shown
+    cut = shown.split(" (")[0]
+    assert len(cut) <= limit or cut == "'…'"
+
+
+def test_as_written_shows_a_value_of_exactly_the_limit_unquoted() -> None:
+    assert as_written("k" * MAX_QUOTED) == "k" * MAX_QUOTED
+    assert as_written("k" * (MAX_QUOTED + 1)).endswith(f"({MAX_QUOTED + 1} characters)")
+
+
+def test_a_lite_path_error_names_the_path_and_survives_a_worker_process() -> None:
+    err = LitePathError("it is a directory of other files", path="/data/kb.db")
+    again = pickle.loads(pickle.dumps(err))
+    for e in (err, again):
+        assert (str(e), e.path, e.exit_code) == ("/data/kb.db: it is a directory of other files", "/data/kb.db", 2)

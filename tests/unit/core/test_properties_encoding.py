@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rag_eval import cli
-from rag_eval.core.config import RagConfig
+from rag_eval.core.config import RagConfig, _misspelt_rag_key, encoding_problem
 from rag_eval.core.errors import ConfigError
 from tests.conftest import SHIPPED
 from tests.unit.harness.test_experiment_refusals import experiment, refused
@@ -105,3 +105,27 @@ def test_the_config_flag_and_command_refuse_such_a_file(
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and str(props) in captured.err and "byte-order mark" in captured.err
     assert "rag.retrieve-k=20" not in captured.out and list(work.iterdir()) == []
+
+
+def test_a_byte_order_mark_before_no_key_and_nul_bytes_without_one_are_named_exactly() -> None:
+    assert encoding_problem(b"\xef\xbb\xbf") == (
+        "starts with a UTF-8 byte-order mark, which production's .properties readers (Java's Properties, "
+        "Spring Boot) keep as part of the first key: the service would not see its first key and would use "
+        "its default; save the file as UTF-8 without a byte-order mark"
+    )
+    assert encoding_problem("rag".encode("utf-16-le")) == (
+        "holds NUL bytes, as UTF-16 or UTF-32 text without a byte-order mark does: production reads .properties "
+        "as ISO-8859-1 or UTF-8, so it would see none of its keys and would use every default; save the file as "
+        "UTF-8 without a byte-order mark"
+    )
+
+
+def test_a_rag_key_in_other_case_or_behind_invisible_characters_is_named_and_only_then() -> None:
+    assert str(_misspelt_rag_key("RAG.top-k")) == (
+        "unknown key: keys are case-sensitive, which the service would not see (did you mean 'rag.top-k'?) "
+        "@ 'RAG.top-k'"
+    )
+    # invisible characters count only among the first eight, and a visible one behind them is a real key
+    assert _misspelt_rag_key(" " * 8 + "\u200brag.top-k") is None
+    assert _misspelt_rag_key("\ufeff\u200bXrag.top-k") is None
+    assert _misspelt_rag_key("\ufeff\u200brag.top-k") is not None

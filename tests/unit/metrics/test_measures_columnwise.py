@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_eval.harness.rows import SCHEMA
 from rag_eval.metrics import columns, measures, perquery
+from tests.benchmarks import synthetic
 from tests.budget import examples
 
 from .. import rowwise_measures
@@ -164,3 +166,12 @@ def test_standard_measures_alone_equal_those_of_every_measure(table: pd.DataFram
     chunk = [c for c in every.columns if c.startswith("chunk:")]
     assert sorted(alone.columns) == sorted(chunk)
     pd.testing.assert_frame_equal(alone[chunk], every[chunk].reset_index(drop=True), check_exact=True)
+
+
+def test_standard_measures_of_several_batches_are_indexed_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = synthetic.per_query_table(10)
+    whole = perquery.standard_measures(table, (1, 5))
+    monkeypatch.setattr(perquery, "BATCH_ROWS", 3)  # four batches
+    batched = perquery.standard_measures(table, (1, 5))
+    assert list(batched.index) == list(range(10))  # the rows' own index, not each batch's
+    pd.testing.assert_frame_equal(batched, whole, check_exact=True)
