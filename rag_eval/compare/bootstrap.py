@@ -33,13 +33,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
-from rag_eval.compare.orderstats import count_down, interpolate
+from rag_eval.compare.orderstats import count_down, interpolate, narrowest
 
 __all__ = ["BCA_MAX_UNITS", "COUNTS_PER_BLOCK", "BootTest", "Interval", "count_blocks", "intervals"]
 
@@ -84,12 +84,7 @@ def count_blocks(rng: np.random.Generator, resamples: int, units: int) -> Iterat
         drawn *= size
         drawn += np.arange(size)[:, None]
         counts = np.bincount(drawn.ravel(), minlength=size * units).reshape(units, size)
-        yield counts.astype(_dtype(units))
-
-
-def _dtype(units: int) -> type[np.signedinteger[Any]]:
-    """The narrowest integer for a count (or a cumulated count) of ``units`` draws."""
-    return np.int16 if units < np.iinfo(np.int16).max else np.int32
+        yield counts.astype(narrowest(units))
 
 
 def block_rows(units: int) -> int:

@@ -30,12 +30,11 @@ PValues = dict[str, tuple[float | None, float | None]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Units:
-    """One metric's paired values: baseline and candidate ((units,), or (units, 2) for a rate), the query
-    of each unit, and each unit's position among the comparison's units of its kind."""
+    """One metric's paired values: baseline and candidate ((units,), or (units, 2) for a rate), and each
+    unit's position among the comparison's units of its kind (its query: :meth:`UnitFrames.query_ranks`)."""
 
     baseline: np.ndarray
     candidate: np.ndarray
-    query_ids: list[str]
     positions: np.ndarray
 
 
@@ -47,7 +46,6 @@ class UnitFrames:
     candidate: Mapping[Per, pd.DataFrame]
     # read once per comparison, shared by its metrics
     _columns: dict[tuple[bool, Per, str], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
-    _ids: dict[Per, list[str]] = field(default_factory=dict, repr=False, compare=False)
     _ranks: dict[Per, tuple[np.ndarray, list[str]]] = field(default_factory=dict, repr=False, compare=False)
 
     def width(self, per: Per) -> int:
@@ -68,19 +66,13 @@ class UnitFrames:
         """(each unit's query as its rank in the run's order, the queries by rank): ``position`` gives a
         query's place in the run; a query it does not know comes after, by id."""
         if per not in self._ranks:
-            ids = self.query_ids(per)
+            index = self.baseline[per].index
+            ids = [str(q) for q in (index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index)]
             names = sorted(set(ids), key=lambda q: (position.get(q, math.inf), q))
             rank = {q: r for r, q in enumerate(names)}
             self._ranks[per] = (np.fromiter((rank[q] for q in ids), dtype=np.intp, count=len(ids)), names)
         return self._ranks[per]
 
-    def query_ids(self, per: Per) -> list[str]:
-        """The query of every unit of a kind."""
-        if per not in self._ids:
-            index = self.baseline[per].index
-            qids = index.get_level_values("query_id") if isinstance(index, pd.MultiIndex) else index
-            self._ids[per] = [str(q) for q in qids]
-        return self._ids[per]
 
 
 def unit_frames(
@@ -114,11 +106,10 @@ def unit_values(metric: Metric, frames: UnitFrames) -> Units:
     c = np.column_stack([frames.column(True, per, c) for c in metric.columns])
     defined = ~(np.isnan(b).any(axis=1) | np.isnan(c).any(axis=1))
     positions = np.flatnonzero(defined)
-    ids = frames.query_ids(per)
     shape = (len(positions), 2) if metric.kind == "rate" else (len(positions),)
     return Units(
         baseline=b[defined].reshape(shape), candidate=c[defined].reshape(shape),
-        query_ids=[ids[i] for i in positions], positions=positions,
+        positions=positions,
     )  # fmt: skip
 
 
