@@ -93,6 +93,7 @@ class SelectedEvidence:
         )
 
 
+_STAGE_VALUES = tuple(s.value for s in Stage)
 _new_entry = fast_constructor(TraceEntry)
 _new_selection = fast_constructor(SelectedEvidence)
 
@@ -112,9 +113,9 @@ class PostProcessOutcome:
     trace: Sequence[TraceEntry]
 
     def stage_counts(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in Stage}
+        counts = dict.fromkeys(_STAGE_VALUES, 0)
         for entry in self.trace:
-            counts[entry.stage.value] += 1
+            counts[entry.stage] += 1  # a Stage is its value (a str enum): the same key
         return counts
 
 
@@ -136,11 +137,13 @@ def _order(cands: Candidates) -> list[int]:
     sort itself)."""
     ranks = cands.ranks
     if isinstance(ranks, range) and ranks.step == 1:
-        inf = math.inf
-        negated = [inf if (s := h.score) != s else -s for h in cands.hits]  # NaN as +inf, for now
+        negated = [-h.score for h in cands.hits]
         order = sorted(range(len(negated)), key=negated.__getitem__)
-        if any(h.score != h.score for h in cands.hits):  # NaN after +inf (a score of minus infinity)
-            nan = [h.score != h.score for h in cands.hits]
+        if (total := sum(negated)) != total:  # a NaN (or both infinities): NaN last, after minus infinity
+            nan = [s != s for s in negated]
+            inf = math.inf
+            negated = [inf if s != s else s for s in negated]
+            order = sorted(range(len(negated)), key=negated.__getitem__)
             order.sort(key=nan.__getitem__)
         return order
     sort_keys = [
@@ -330,7 +333,14 @@ class EvidencePostProcessor:
         heads = list(first.values())
         cap = self.max_chunks_per_document
         _, returned = _cap_and_return_n(heads, cands, self.return_n, cap, to_the_end=False)  # D3, D4
-        selected = [_selection(keys[i], cands, [i, *more.get(keys[i], ())]) for i in returned]
+        selected = []
+        for i in returned:
+            copies = more.get(key := keys[i])
+            if copies is None:  # a key seen once (most): its candidate stands alone
+                primary = cands.get(i)
+                selected.append(_new_selection(key, primary, (primary,), primary.hit_reasons))
+            else:
+                selected.append(_selection(key, cands, [i, *copies]))
 
         def trace() -> list[TraceEntry]:
             stages, _ = _cap_and_return_n(heads, cands, self.return_n, cap, to_the_end=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from rag_eval.core.packing import RagResult
 from rag_eval.core.transform import QueryHints
-from rag_eval.core.types import EvidenceBlock, MemberSpan, fast_constructor
+from rag_eval.core.types import EvidenceBlock, fast_constructor
 
 
 class Budget(enum.StrEnum):
@@ -136,19 +136,19 @@ class RagResultProjector:
             content = block.content
             full = len(content)
             doc_id = block.key
-            lost: set[str] = set()  # members of this block already reported lost
             if doc_id in seen:
-                _drop(block, Budget.DUPLICATE_DOCUMENT_ID, full, 0, cuts, losses, lost)
+                _drop(block, Budget.DUPLICATE_DOCUMENT_ID, full, 0, cuts, losses, set())
                 continue
             seen.add(doc_id)
             if len(excerpts) >= max_blocks:
-                _drop(block, Budget.BLOCKS, full, 0, cuts, losses, lost)
+                _drop(block, Budget.BLOCKS, full, 0, cuts, losses, set())
                 continue
             kept = full
+            lost: set[str] = set()  # members of this block already reported lost (by either budget)
             if kept > max_excerpt:
                 _drop(block, Budget.EXCERPT_CHARS, kept, max_excerpt, cuts, losses, lost)
                 kept = max_excerpt
-            remaining = max(max_total - total, 0)
+            remaining = max_total - total if total < max_total else 0
             if kept > remaining:
                 _drop(block, Budget.TOTAL_CHARS, kept, remaining, cuts, losses, lost)
                 kept = remaining
@@ -156,7 +156,11 @@ class RagResultProjector:
                 continue
             total += kept
             members = block.members
-            delivered = tuple([m.key for m in members if m.end <= kept]) if len(members) > 1 else None
+            delivered: tuple[str, ...]
+            if len(members) == 1:  # the one member, when delivered whole (kept characters reach its end)
+                delivered = (members[0].key,) if members[0].end <= kept else ()
+            else:
+                delivered = tuple([m.key for m in members if m.end <= kept])
             excerpts.append(
                 _new_excerpt(
                     doc_id,
@@ -166,7 +170,7 @@ class RagResultProjector:
                     block.score,
                     len(excerpts) + 1,
                     kept < full,  # truncated
-                    delivered if delivered is not None else _whole_or_none(members, kept),
+                    delivered,
                 )
             )
         return _new_payload(result.hints.original_query, tuple(excerpts), result.hints, tuple(cuts), tuple(losses))
@@ -174,11 +178,6 @@ class RagResultProjector:
 
 _new_excerpt = fast_constructor(ProjectedExcerpt)
 _new_payload = fast_constructor(ProjectedPayload)
-
-
-def _whole_or_none(members: tuple[MemberSpan, ...], kept: int) -> tuple[str, ...]:
-    """The one member of a block when it is delivered whole (kept characters reach its end), else none."""
-    return (members[0].key,) if members and members[0].end <= kept else ()
 
 
 def _drop(
