@@ -102,9 +102,20 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def write_parquet(path: str | Path, table: Any, *, row_group_size: int | None = None, sync: bool = True) -> None:
-    """A pyarrow table as a zstd-compressed Parquet file (``sync``: see :func:`replaced`)."""
+def write_parquet(
+    path: str | Path,
+    table: Any,
+    *,
+    row_group_size: int | None = None,
+    sync: bool = True,
+    compression: str = "zstd",
+    statistics: bool = True,
+) -> None:
+    """A pyarrow table as a Parquet file, zstd-compressed with column statistics unless told otherwise
+    (``sync``: see :func:`replaced`)."""
     import pyarrow.parquet as pq
 
     with replaced(path, sync=sync) as tmp:
-        pq.write_table(table, tmp, compression="zstd", row_group_size=row_group_size)
+        pq.write_table(
+            table, tmp, compression=compression, row_group_size=row_group_size, write_statistics=statistics
+        )

@@ -34,7 +34,7 @@ from rag_eval.core.errors import ClusterError, RagEvalError, RunStoreError, Sear
 from rag_eval.files import write_parquet
 from rag_eval.harness.execution import Cluster
 from rag_eval.harness.experiment import ConfigSpec
-from rag_eval.harness.parts import part_name
+from rag_eval.harness.parts import COMPRESSION, part_name
 from rag_eval.harness.replay import BatchTiming, Replayer, long_lived_frozen
 from rag_eval.harness.rows import Truth, rows_to_table
 from rag_eval.search.milvus import MilvusSearch, SearchTarget
@@ -290,12 +290,12 @@ def write_part(parts_url: str, number: int, rows: list[dict[str, object]]) -> No
     fs, root = fsspec.core.url_to_fs(parts_url)
     try:
         if isinstance(fs, LocalFileSystem):
-            write_parquet(Path(root) / name, table)
+            write_parquet(Path(root) / name, table, compression=COMPRESSION, statistics=False)
             return
         fs.makedirs(root, exist_ok=True)
         temporary, final = f"{root.rstrip('/')}/.{name}.tmp", f"{root.rstrip('/')}/{name}"
         with fs.open(temporary, "wb") as fh:
-            pq.write_table(table, fh, compression="zstd")
+            pq.write_table(table, fh, compression=COMPRESSION, write_statistics=False)
         fs.mv(temporary, final)
     except OSError as exc:
         raise RunStoreError(f"cannot write a batch: {exc}", path=parts_url) from exc

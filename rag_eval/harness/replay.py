@@ -245,8 +245,9 @@ class Replayer:
         post: list[list[int]] = [[] for _ in runs]
         projection: list[list[int]] = [[] for _ in runs]
         cpu_ns: list[list[int]] = [[] for _ in runs]
-        for round_ in range(warmup + repeats):
-            for i in self.timing.config_order(len(runs), query_index=query_index, round_=round_):
+        orders = self.timing.config_orders(len(runs), query_index=query_index, rounds=warmup + repeats)
+        for round_, order in enumerate(orders):
+            for i in order:
                 pipeline, hits = runs[i]
                 c0 = cpu()
                 record = pipeline.process(hints, hits, transform_ns=transform_ns)
@@ -259,8 +260,10 @@ class Replayer:
         out = []
         for i, last in enumerate(records):
             assert last is not None
-            timings = replace(last.timings, postprocess_ns=_median(post[i]), projection_ns=_median(projection[i]))
-            out.append((replace(last, timings=timings), _median(cpu_ns[i]) / 1e3))
+            if len(post[i]) > 1:  # the median of the rounds (one round: its own timings already)
+                timings = replace(last.timings, postprocess_ns=_median(post[i]), projection_ns=_median(projection[i]))
+                last = replace(last, timings=timings)
+            out.append((last, _median(cpu_ns[i]) / 1e3))
         return out
 
     def rows(self, looked: Lookups) -> list[dict[str, object]]:

@@ -157,7 +157,8 @@ def build_row(
     member_chunks = [true_of_key[k] for k in member_keys]
     delivered = set(member_chunks)
     relevant = truth.relevance.get(query_id, {})
-    lost_chunks, lost_stages = _losses(record, truth, relevant, delivered, true_of_key)
+    relevant_chunks = sorted(relevant)
+    lost_chunks, lost_stages = _losses(record, truth, relevant_chunks, delivered, true_of_key)
     guard = EvidenceGuard().check(payload, member_keys)
     timings = record.timings
     transform_us = timings.transform_ns / 1e3
@@ -165,6 +166,7 @@ def build_row(
     proj_us = timings.projection_ns / 1e3
     counts = record.outcome.stage_counts()
     docs = truth.doc_relevance.get(query_id, {})
+    relevant_docs = sorted(docs)
     return {
         "query_id": query_id,
         "config": config,
@@ -186,11 +188,11 @@ def build_row(
         "hit_chunks": hit_chunks,
         "hit_content_sha": [content_sha(h.content) for h in hits],
         "hit_scores": [float(h.score) for h in hits],
-        "relevant_chunks": sorted(relevant),
-        "relevant_grades": [relevant[c] for c in sorted(relevant)],
-        "relevant_docs": sorted(docs),
-        "relevant_doc_grades": [docs[d] for d in sorted(docs)],
-        "delivered_relevant": sorted(c for c in relevant if c in delivered),
+        "relevant_chunks": relevant_chunks,
+        "relevant_grades": [relevant[c] for c in relevant_chunks],
+        "relevant_docs": relevant_docs,
+        "relevant_doc_grades": [docs[d] for d in relevant_docs],
+        "delivered_relevant": [c for c in relevant_chunks if c in delivered],
         "lost_chunks": lost_chunks,
         "lost_stages": lost_stages,
         "n_hits": len(hits),
@@ -243,16 +245,16 @@ def _delivered_members(
 def _losses(
     record: LookupRecord,
     truth: Truth,
-    relevant: Mapping[str, int],
+    relevant_chunks: Sequence[str],
     delivered: set[str],
     true_of_key: Mapping[str, str],
 ) -> tuple[list[str], list[str]]:
-    """The relevant chunks not delivered, in key order, and the stage that lost each."""
+    """The relevant chunks (given in key order) not delivered, and the stage that lost each."""
     lost_chunks: list[str] = []
     lost_stages: list[str] = []
     best_stage: dict[str, tuple[int, Stage]] | None = None  # from the trace, made only when a chunk is lost
     budget_of: dict[str, str] = {}
-    for chunk in sorted(relevant):
+    for chunk in relevant_chunks:
         if chunk in delivered:
             continue
         lost_chunks.append(chunk)

@@ -219,7 +219,8 @@ class RunStore:
         try:
             # not synced: a sync per batch was 12% of a Lite replay; a part a power cut left short is named
             # by --resume's check of the parts (remove it and its batch replays), the published files are synced
-            write_parquet(self.parts_dir / parts.part_name(number), rows_to_table(rows), sync=False)
+            path = self.parts_dir / parts.part_name(number)
+            write_parquet(path, rows_to_table(rows), sync=False, compression=parts.COMPRESSION, statistics=False)
         except OSError as exc:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
 

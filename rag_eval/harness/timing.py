@@ -27,8 +27,10 @@ time (``thread_time_ns``) of both stages; with ``latency = "off"`` each is timed
 ([1, 2, 4], True)
 >>> TimingPlan.parse("sample:500").sample_size, TimingPlan.parse("off").timed(10)
 (500, frozenset())
->>> [TimingPlan(seed=1).config_order(3, query_index=7, round_=r) for r in range(3)]
-[[2, 0, 1], [0, 1, 2], [1, 2, 0]]
+>>> TimingPlan(seed=1).config_orders(3, query_index=7, rounds=4)
+[[2, 0, 1], [0, 1, 2], [1, 2, 0], [2, 0, 1]]
+>>> TimingPlan(seed=1).config_orders(1, query_index=7, rounds=2), TimingPlan().config_orders(0, query_index=0, rounds=1)
+([[0], [0]], [[]])
 """
 
 from __future__ import annotations
@@ -75,14 +77,14 @@ class TimingPlan:
             return 0, 1
         return 1, self.postprocess_repeats
 
-    def config_order(self, configs: int, *, query_index: int, round_: int) -> list[int]:
-        """The order the ``configs`` are post-processed in for one query and round: a permutation drawn
-        from (seed, query index), so a batch gives the same order wherever and whenever it runs, rotated
-        by ``round_`` places."""
+    def config_orders(self, configs: int, *, query_index: int, rounds: int) -> list[list[int]]:
+        """The orders the ``configs`` are post-processed in for one query, round by round: a permutation
+        drawn from (seed, query index), so a batch gives the same orders wherever and whenever it runs,
+        rotated by one place each round."""
         order = list(range(configs))
-        random.Random(f"{self.seed}:{query_index}").shuffle(order)
-        shift = round_ % configs if configs else 0
-        return order[shift:] + order[:shift]
+        if configs > 1:  # one config has one order: no generator seeded for it
+            random.Random(f"{self.seed}:{query_index}").shuffle(order)
+        return [order[r % configs :] + order[: r % configs] if configs else [] for r in range(rounds)]
 
     def as_dict(self) -> dict[str, Any]:
         return {"mode": self.mode.value, "sample_size": self.sample_size, "seed": self.seed}
