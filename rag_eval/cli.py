@@ -170,26 +170,27 @@ def _resume_advice(out: Path, *, given: bool) -> str:
 
 
 def _cluster(args: argparse.Namespace) -> Any:
-    """The Dask cluster of ``--workers`` / ``--scheduler`` / ``--parts`` (None: replay in this process)."""
+    """The Dask cluster of ``--workers`` / ``--scheduler`` / ``--parts`` (None: run in this process)."""
     from rag_eval.harness.execution import cluster_of
 
-    return cluster_of(workers=args.workers, scheduler=args.scheduler, parts=args.parts)
+    return cluster_of(workers=args.workers, scheduler=args.scheduler, parts=getattr(args, "parts", None))
 
 
-def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+def _add_cluster_args(p: argparse.ArgumentParser, *, replays: bool) -> None:
+    what = "replay the query batches and compare the configs" if replays else "compare the configs"
     p.add_argument(
         "--workers", metavar="N",
-        help="replay the query batches in N local worker processes (Dask); the rows are a serial run's",
+        help=f"{what} in N local worker processes (Dask); the results are those of one process",
     )  # fmt: skip
     p.add_argument(
-        "--scheduler", metavar="ADDRESS",
-        help="replay the query batches on the workers of this Dask scheduler (tcp://host:8786)",
-    )  # fmt: skip
-    p.add_argument(
-        "--parts", metavar="URL",
-        help="where the workers write finished batches: a directory or fsspec URL they reach (default: the run "
-        "directory's .parts)",
-    )  # fmt: skip
+        "--scheduler", metavar="ADDRESS", help=f"{what} on the workers of this Dask scheduler (tcp://host:8786)"
+    )
+    if replays:
+        p.add_argument(
+            "--parts", metavar="URL",
+            help="where the workers write finished batches: a directory or fsspec URL they reach (default: the "
+            "run directory's .parts)",
+        )  # fmt: skip
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -198,8 +199,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     comparison = jobs.compare_runs(
         args.run_dir, against=args.against, gates=args.gates, out=args.out, intersection=args.intersection,
-        force_out=args.force_out,
-    )
+        force_out=args.force_out, cluster=_cluster(args),
+    )  # fmt: skip
     print_gates(comparison.document)
     print_compared(jobs.comparison_paths(args.run_dir, against=args.against, out=args.out))
     return comparison.exit_code
@@ -312,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         global_flags(p)
         add_flags(p)
         if name in CLUSTER_COMMANDS:
-            _add_cluster_args(p)
+            _add_cluster_args(p, replays=name != "compare")
         p.set_defaults(func=COMMAND_FUNCTIONS[name])
     return parser
 

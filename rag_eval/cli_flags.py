@@ -199,4 +199,4 @@ COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
         inspect_flags,
     ),
 )
-CLUSTER_COMMANDS = ("run", "nightly")  # their query batches can be replayed on Dask workers
+CLUSTER_COMMANDS = ("run", "nightly", "compare")  # their comparisons (and query batches) can run on Dask workers

@@ -12,31 +12,35 @@ run every config with the same-named config there (else that run's baseline), pa
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from rag_eval.compare.bootstrap import BootTest, Interval, intervals
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
 from rag_eval.compare.load_gates import LoadSource, is_load_metric
 from rag_eval.compare.load_gates import evaluate as evaluate_load
 from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings, unjudged_note
 from rag_eval.compare.stats import (
-    Alternative,
     Paired,
     Settings,
     aggregate,
-    bootstrapped,
-    paired_compare,
     required_resamples,
-    with_interval,
 )
-from rag_eval.compare.units import UnitFrames, Units, columns, monte_carlo, p_values, unit_frames, unit_values
+from rag_eval.compare.tasks import (
+    Measured,
+    Names,
+    PairingTask,
+    RedrawTask,
+    Shared,
+    TaskMap,
+    in_process,
+    measure,
+    redraw,
+)
+from rag_eval.compare.units import UnitFrames, Units, columns, unit_frames, unit_values
 from rag_eval.compare.verdicts import (
     FAMILY_TEXT,
     MC_ROUNDS,
@@ -45,10 +49,8 @@ from rag_eval.compare.verdicts import (
     Redraw,
     Verdict,
     decide,
-    gate_alternative,
 )
 from rag_eval.core.errors import RunDirectoryError
-from rag_eval.metrics.registry import Per
 
 COMPARE_SCHEMA_VERSION = 1
 SCHEMA_KEYS = (
@@ -87,6 +89,10 @@ class _Pairing:
     source: str  # "run" or "against"
     base_run: ComparedRun
 
+    @property
+    def names(self) -> Names:
+        return Names(self.baseline, self.candidate, self.source)
+
 
 def compare(
     run: ComparedRun,
@@ -95,8 +101,11 @@ def compare(
     *,
     intersection: bool = False,
     notes: Sequence[str] = (),
+    tasks: TaskMap = in_process,
 ) -> Comparison:
-    """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``."""
+    """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``. Each
+    comparison (a candidate against its baseline) is a task run through ``tasks`` (here, one after
+    another, by default; on Dask workers when given their map): the document is the same either way."""
     queries, only_run, only_against = common_queries(run, against)
     unjudged = unjudged_note(run.summary)
     notes = [
@@ -122,12 +131,15 @@ def compare(
     ]  # fmt: skip
     units = [{m.name: unit_values(m, frames[i]) for m in metrics} for i in range(len(plan))]
     position = dict(zip(run.table["query_id"].astype(str), run.table["query_index"], strict=True))
-    results = [
-        _compared_metrics(i, pairing, metrics, units[i], frames[i], settings, families, position)
+    first = [
+        PairingTask(index=i, names=pairing.names, units=units[i], frames=frames[i],
+                    families={m: f for (j, m), f in families.items() if j == i})
         for i, pairing in enumerate(plan)
-    ]
+    ]  # fmt: skip
+    shared = Shared(metrics=tuple(metrics), settings=settings, position=position)
+    results: list[Measured] = tasks(measure, first, shared)
     tested_pairs = {(i, m.name): (m, p) for i, rows in enumerate(results) for m, p, _ in rows if m.tested}
-    redraw = _redrawer(plan, units, frames, tested_pairs, settings)
+    redraw = _redrawer(plan, units, frames, tested_pairs, settings, tasks)
     verdicts, redrawn = decide(tested_pairs, families, alpha=settings.alpha, redraw=redraw)
     results = [[(m, redrawn.get((i, m.name), p), ch) for m, p, ch in rows] for i, rows in enumerate(results)]
     gated = [k for k, f in families.items() if f == "gates"]
@@ -206,27 +218,25 @@ def _redrawer(
     frames: Sequence[UnitFrames],
     tested: Mapping[Key, tuple[Metric, Paired]],
     settings: Settings,
+    tasks: TaskMap,
 ) -> Redraw:
-    """P-values drawn again with 4**round times the resamples, each comparison's together, from its own
-    flip stream of the seed for that round."""
+    """P-values drawn again with 4**round times the resamples, each comparison's together (a task each),
+    from its own flip stream of the seed for that round."""
 
-    def redraw(keys: Sequence[Key], round_: int) -> dict[Key, tuple[float | None, float | None]]:
+    def again(keys: Sequence[Key], round_: int) -> dict[Key, tuple[float | None, float | None]]:
         more = (settings.permutations + 1) * 4**round_ - 1
+        batch = [
+            RedrawTask(index=i, names=plan[i].names, frames=frames[i], resamples=more, round_=round_,
+                       batch={name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1].alternative)
+                              for j, name in keys if j == i})
+            for i in sorted({i for i, _ in keys})
+        ]  # fmt: skip
         out: dict[Key, tuple[float | None, float | None]] = {}
-        for i in sorted({i for i, _ in keys}):
-            batch = {name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1].alternative)
-                     for j, name in keys if j == i}  # fmt: skip
-            stream = partial(_flips, plan[i], seed=settings.seed, round_=round_)
-            drawn = p_values(batch, frames[i], resamples=more, stream=stream)
-            out.update({(i, name): value for name, value in drawn.items()})
+        for drawn in tasks(redraw, batch, settings.seed):
+            out.update(drawn)
         return out
 
-    return redraw
-
-
-def _flips(pairing: _Pairing, per: Per, *, seed: int, round_: int) -> np.random.Generator:
-    """The flip stream of one comparison and unit kind: adding a metric or a config changes no other result."""
-    return np.random.default_rng([seed, _stable(pairing, f"flips:{per}"), round_])
+    return again
 
 
 def _families(
@@ -243,69 +253,6 @@ def _families(
     return out
 
 
-def _compared_metrics(
-    index: int,
-    pairing: _Pairing,
-    metrics: Sequence[Metric],
-    units: Mapping[str, Units],
-    frames: UnitFrames,
-    settings: Settings,
-    families: Mapping[Key, Family],
-    position: Mapping[str, Any],
-) -> list[tuple[Metric, Paired, dict[str, Any]]]:
-    """Every metric of one comparison, paired by unit: the interval, the queries that moved, and the
-    test (one-sided for a gated metric), the Monte Carlo ones drawn together from one flip matrix."""
-    rows: list[tuple[Metric, Paired, dict[str, Any]]] = []
-    drawn: dict[str, tuple[Metric, Units, Alternative]] = {}
-    for metric in metrics:
-        u = units[metric.name]
-        rng = np.random.default_rng([settings.seed, _stable(pairing, metric.name)])
-        alternative: Alternative = (
-            gate_alternative(metric) if families.get((index, metric.name)) == "gates" else "two-sided"
-        )
-        later = monte_carlo(metric, u, settings)
-        paired = paired_compare(
-            u.baseline, u.candidate, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-            test=metric.tested and not later, alternative=alternative, interval=False,
-        )  # fmt: skip
-        if later:
-            drawn[metric.name] = (metric, u, alternative)
-        ranks, names = frames.query_ranks(metric.unit, position)
-        rows.append((metric, paired, _changes(metric, u.baseline, u.candidate, ranks[u.positions], names)))
-    stream = partial(_flips, pairing, seed=settings.seed, round_=0)
-    found = p_values(drawn, frames, resamples=settings.permutations, stream=stream)
-    boxes = _intervals(pairing, [(m, units[m.name]) for m, p, _ in rows if bootstrapped(m.kind, p)], settings)
-    return [
-        (m, _completed(m, p, found.get(m.name), boxes.get(m.name)), ch)
-        for m, p, ch in rows
-    ]
-
-
-def _completed(
-    metric: Metric, paired: Paired, found: tuple[float | None, float | None] | None, box: Interval | None
-) -> Paired:
-    """``paired`` with its randomisation p-value and its bootstrap interval, where they were drawn later."""
-    if found is not None:
-        paired = replace(paired, p_value=found[0], p_mc_error=found[1])
-    return paired if box is None else with_interval(paired, box, kind=metric.kind)
-
-
-def _intervals(pairing: _Pairing, wanted: Sequence[tuple[Metric, Units]], settings: Settings) -> dict[str, Interval]:
-    """The bootstrap interval of every metric in ``wanted``, one stream of resamples per set of units (a
-    metric's interval depends on its values, its units and the seed, not on which other metrics share them)."""
-    sets: dict[tuple[Per, bytes], list[tuple[Metric, Units]]] = {}
-    for metric, u in wanted:
-        sets.setdefault((metric.unit, np.asarray(u.positions, dtype=np.int64).tobytes()), []).append((metric, u))
-    out: dict[str, Interval] = {}
-    for (per, positions), members in sets.items():
-        rng = np.random.default_rng([settings.seed, _stable(pairing, f"bootstrap:{per}:{zlib.crc32(positions)}")])
-        tests = [BootTest(kind=m.kind, baseline=u.baseline, candidate=u.candidate, percentile=m.percentile)
-                 for m, u in members]  # fmt: skip
-        found = intervals(tests, resamples=settings.resamples, confidence=settings.confidence, rng=rng)
-        out.update({m.name: box for (m, _), box in zip(members, found, strict=True)})
-    return out
-
-
 def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:
     """1 when a gate failed, else 2 when a fail gate could not be evaluated, else 0 ((severity, outcome) each).
 
@@ -317,36 +264,6 @@ def _exit_code(outcomes: Sequence[tuple[str, str]]) -> int:
     if any(s == "fail" and o == "error" for s, o in outcomes):
         return EXIT_ERROR
     return EXIT_PASS
-
-
-def _stable(pairing: _Pairing, name: str) -> int:
-    """A seed per (comparison, metric or flip stream): adding a metric or a config changes no other result."""
-    return zlib.crc32(f"{pairing.baseline}|{pairing.candidate}|{pairing.source}|{name}".encode())
-
-
-def _changes(
-    metric: Metric, base: np.ndarray, cand: np.ndarray, ranks: np.ndarray, names: Sequence[str]
-) -> dict[str, Any]:
-    """Queries improved / degraded (per-query change in the better / worse direction) and unchanged: each
-    unit's query by its rank in the run's order (``ranks``; ``names`` the queries by rank)."""
-    if metric.kind == "rate":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_unit = cand[:, 0] / cand[:, 1] - base[:, 0] / base[:, 1]
-    else:
-        per_unit = cand - base
-    units = np.bincount(ranks, minlength=len(names))
-    n_queries = int(np.count_nonzero(units))
-    if metric.higher_is_better is None:
-        return {"improved": [], "degraded": [], "unchanged": n_queries}
-    # a query's change is the mean over its units (its pairs) that define one
-    defined = ~np.isnan(per_unit)
-    sums = np.bincount(ranks, weights=np.where(defined, per_unit, 0.0), minlength=len(names))
-    counts = np.bincount(ranks, weights=defined, minlength=len(names))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = (1.0 if metric.higher_is_better else -1.0) * np.where(counts > 0, sums / counts, np.nan)
-    better = [names[r] for r in np.flatnonzero(change > 1e-12).tolist()]
-    worse = [names[r] for r in np.flatnonzero(change < -1e-12).tolist()]
-    return {"improved": better, "degraded": worse, "unchanged": n_queries - len(better) - len(worse)}
 
 
 def _metric_entry(metric: Metric, p: Paired, changes: Mapping[str, Any], verdict: Verdict) -> dict[str, Any]:

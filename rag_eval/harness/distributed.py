@@ -1,4 +1,5 @@
-"""The replay's query batches as tasks on Dask distributed: N local worker processes, or a cluster.
+"""The replay's query batches, and a run's comparisons, as tasks on Dask distributed: N local worker
+processes, or a cluster.
 
 Each batch of queries becomes one task (:class:`BatchTask`), with the search timings the driver (the
 ``rag-eval run`` process) took for it beforehand (:class:`~rag_eval.harness.strategies.DaskReplay`). A
@@ -9,6 +10,10 @@ workers reach), or under a parts URL (``--parts``), from where the run store tak
 
 Milvus Lite: a Lite file can be opened by one process at a time, so each worker thread replays on its
 own copy of the built file (copied once, after the driver has closed it; removed when the replay ends).
+
+A comparison (a candidate config against its baseline) is one task (:func:`tasks_on`): its metrics share
+its flip matrices, and its streams are seeded by the seed and its configs' names, so the document is the
+one a comparison in the driver writes.
 
 Only this module imports dask (the flags are read by :mod:`rag_eval.harness.execution`, without it).
 Scheduling, retries after a lost worker and data transfer are Dask's; the driver keeps at most a few
@@ -167,6 +172,36 @@ def replay_batches(
             with suppress(Exception):
                 client.run(release, job.token, on_error="ignore")
     return ran
+
+
+@contextmanager
+def tasks_on(cluster: Cluster) -> Iterator[Callable[[Callable[[Any, Any], Any], Sequence[Any], Any], list[Any]]]:
+    """A task map on ``cluster`` (connected now, closed after): ``run(fn, tasks, shared)`` calls
+    ``fn(task, shared)`` for every task on the workers (``shared`` sent to each worker once) and returns
+    the results in the tasks' order. A lost worker or scheduler is exit 3; a task's own error is raised
+    as it is."""
+    from distributed.client import FutureCancelledError
+
+    with connect(cluster) as client:
+
+        def run(fn: Callable[[Any, Any], Any], tasks: Sequence[Any], shared: Any) -> list[Any]:
+            if not tasks:
+                return []
+            common = client.scatter(shared, broadcast=True, hash=False)
+            futures = client.map(fn, list(tasks), [common] * len(tasks), pure=False)
+            try:
+                return list(client.gather(futures))
+            except BaseException as exc:
+                client.cancel(futures)
+                if isinstance(exc, FutureCancelledError | OSError) or type(exc).__name__ == "KilledWorker":
+                    raise ClusterError(
+                        f"the comparison lost its Dask workers or scheduler ({type(exc).__name__}: {exc}): "
+                        "compare again (rag-eval compare RUN_DIR)",
+                        address=cluster.scheduler,
+                    ) from exc
+                raise
+
+        yield run
 
 
 # -- the worker -------------------------------------------------------------------------------------

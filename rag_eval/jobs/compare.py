@@ -9,12 +9,16 @@ names the run it compared (its start), and the reports read it only beside that 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rag_eval.compare.comparison import Comparison, compare
 from rag_eval.compare.gates import load_gates, manifest_gates
 from rag_eval.compare.history import against_notes
 from rag_eval.compare.rundir import ComparedRun, check_run_dir
+from rag_eval.compare.tasks import TaskMap, in_process
+from rag_eval.harness.execution import Cluster
 from rag_eval.harness.publish import write_set
 from rag_eval.harness.store import RunStore
 from rag_eval.reports.artifacts import comparison_files, comparison_names
@@ -28,13 +32,15 @@ def compare_runs(
     out: str | Path | None = None,
     intersection: bool = False,
     force_out: bool = False,
+    cluster: Cluster | None = None,
 ) -> Comparison:
     """Compare ``run_dir`` within itself, or against the run directory ``against``, under ``gates`` (else
     the gates its experiment recorded), and write ``compare.json``, ``junit.xml`` and ``summary.md`` into
     ``out`` (default: ``run_dir``), holding its lock. ``out`` naming a file, or a directory of other files
     (unless ``force_out``), is refused before anything is read. A comparison against another run that would
     land in ``run_dir`` is written beside the run's own verdict under its own names
-    (``compare-vs-OTHER.json``, ...), never over it: :func:`comparison_paths`."""
+    (``compare-vs-OTHER.json``, ...), never over it: :func:`comparison_paths`. ``cluster``: each
+    comparison a task on Dask workers (the same document)."""
     given = load_gates(gates) if gates is not None else None  # a bad gates file is named before the runs
     target = RunStore(out if out is not None else run_dir)
     if out is not None:
@@ -45,9 +51,24 @@ def compare_runs(
         run = ComparedRun.from_dir(run_dir)
         earlier = ComparedRun.from_dir(against) if against is not None else None
         gate_set = given if given is not None else manifest_gates(run.manifest)
-        comparison = compare(run, earlier, gate_set, intersection=intersection, notes=against_notes(against))
+        with comparison_tasks(cluster) as tasks:
+            comparison = compare(
+                run, earlier, gate_set, intersection=intersection, notes=against_notes(against), tasks=tasks
+            )
         write_set(target.dir, comparison_files(comparison.document, suffix), what="the comparison")
     return comparison
+
+
+@contextmanager
+def comparison_tasks(cluster: Cluster | None) -> Iterator[TaskMap]:
+    """Where a run's comparisons run: one after another here, or as tasks on the Dask ``cluster``."""
+    if cluster is None:
+        yield in_process
+        return
+    from rag_eval.harness.distributed import tasks_on
+
+    with tasks_on(cluster) as on_workers:
+        yield on_workers
 
 
 def comparison_place(

@@ -26,6 +26,7 @@ from rag_eval.harness.replay_step import Replayed, replay
 from rag_eval.harness.run_summary import config_rows, data_identity, run_manifest, run_summary
 from rag_eval.harness.steps import Prepared, Progress, ingest_collection, prepare
 from rag_eval.harness.store import RunStore
+from rag_eval.jobs.compare import comparison_tasks
 from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
 from rag_eval.reports.artifacts import REPORT_MD, html_report, run_files, trec_rankings
 
@@ -61,7 +62,8 @@ def run_experiment(
     Compared within the run (every config against the baseline) unless ``against`` names an earlier
     run directory (``against_self``: the run against itself, as a first night does). The gates are
     ``gates``, else the experiment's, else the shipped default; they are checked before anything runs.
-    ``cluster``: replay the query batches on Dask workers (the rows are the same as a serial run's).
+    ``cluster``: replay the query batches, then compare the configs, on Dask workers (the rows and the
+    comparison are the same as in one process).
     ``force_out``: write into ``out`` even when it is a directory of other files (else refused).
     """
     prog = progress or Progress(quiet=True)
@@ -77,7 +79,9 @@ def run_experiment(
         replayed = replay(exp, prep, collection, store, resume=resume, progress=prog, cluster=cluster)
         replayed = replace(replayed, load=run_load(exp, prep, collection, clock, prog))
         run = summarise_run(exp, prep, replayed, clock)
-        comparison = compare(run, run if against_self else earlier, gate_set, intersection=intersection, notes=notes)
+        with comparison_tasks(cluster) as tasks:
+            base = run if against_self else earlier
+            comparison = compare(run, base, gate_set, intersection=intersection, notes=notes, tasks=tasks)
         publish(exp, prep, replayed, run, comparison)
     return RunResult(
         out=store.dir,

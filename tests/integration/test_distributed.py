@@ -190,3 +190,38 @@ def test_bad_cluster_flags_exit_2_with_one_line_before_anything_runs(
     assert code == 2, err
     assert expected in err and err.count("\n") == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.milvus_lite
+def test_the_comparison_on_two_workers_is_the_one_made_in_one_process(tmp_path: Path) -> None:
+    run = jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run")  # type: ignore[arg-type]
+    here = json.loads((run.out / "compare.json").read_text())
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag_eval.cli", "compare", str(run.out), "-q", "--workers", "2",
+         "--out", str(tmp_path / "there")],
+        capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == run.exit_code, proc.stderr
+    there = json.loads((tmp_path / "there" / "compare.json").read_text())
+    assert len(there["comparisons"]) == 4  # the default experiment's four candidates, a task each
+    assert there == here
+
+
+def _dies(task: object, shared: object) -> object:
+    os._exit(9)  # the worker process is gone, as when a machine of the cluster is lost
+
+
+def test_a_comparison_that_loses_its_workers_is_infrastructure_not_a_verdict() -> None:
+    from rag_eval.harness.distributed import tasks_on
+
+    with tasks_on(Cluster(workers=1)) as run, pytest.raises(ClusterError, match="lost its Dask workers") as caught:
+        run(_dies, [1], None)
+    assert caught.value.exit_code == 3
+
+
+def test_a_flag_only_a_replay_has_is_refused_for_a_comparison(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag_eval.cli", "compare", str(tmp_path), "--workers", "2", "--parts", "/x"],
+        capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--parts" in proc.stderr

@@ -1,0 +1,180 @@
+"""One comparison's work (a candidate config against its baseline), as a task that runs where it is sent.
+
+A comparison's metrics share its flip matrices and bootstrap streams, and every stream is seeded by the
+seed and the comparison's names (:func:`stable`), never by what ran before: a comparison gives the same
+numbers first or last, in this process or on a Dask worker. :class:`PairingTask` carries what one
+comparison needs (no run directory, no reader: its units are read beforehand), so it pickles;
+:func:`measure` is its first pass (every metric's test and interval), :func:`redraw` its p-values drawn
+again with more resamples near alpha.
+
+A ``TaskMap`` calls ``fn(task, shared)`` for every task and returns the results in the tasks' order
+(``shared``: what every task reads, sent to a worker once): :func:`in_process` here, Dask's workers where
+the comparison is asked to run on a cluster (``--workers``, ``--scheduler``:
+:func:`rag_eval.harness.distributed.tasks_on`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, TypeVar
+
+import numpy as np
+
+from rag_eval.compare.bootstrap import BootTest, Interval, intervals
+from rag_eval.compare.catalog import Metric
+from rag_eval.compare.stats import Alternative, Paired, Settings, bootstrapped, paired_compare, with_interval
+from rag_eval.compare.units import UnitFrames, Units, monte_carlo, p_values
+from rag_eval.compare.verdicts import Family, Key, gate_alternative
+from rag_eval.metrics.registry import Per
+
+T = TypeVar("T")
+S = TypeVar("S")
+R = TypeVar("R")
+TaskMap = Callable[[Callable[[Any, Any], Any], Sequence[Any], Any], list[Any]]
+Measured = list[tuple[Metric, Paired, dict[str, Any]]]
+
+
+def in_process(fn: Callable[[T, S], R], tasks: Sequence[T], shared: S) -> list[R]:
+    """The tasks one after another, here."""
+    return [fn(task, shared) for task in tasks]
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """What names a comparison in its seeds: its configs and where its baseline comes from."""
+
+    baseline: str
+    candidate: str
+    source: str  # "run" or "against"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shared:
+    """What every comparison of a run reads: the metrics, the settings and the run's query order
+    (``position``: query id -> index)."""
+
+    metrics: tuple[Metric, ...]
+    settings: Settings
+    position: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PairingTask:
+    """One comparison's own part of its first pass: its metrics' units, its unit frames and each tested
+    metric's family."""
+
+    index: int
+    names: Names
+    units: Mapping[str, Units]
+    frames: UnitFrames
+    families: Mapping[str, Family]  # tested metric -> family, for this comparison
+
+
+def stable(names: Names, name: str) -> int:
+    """A seed per (comparison, metric or flip stream): adding a metric or a config changes no other result."""
+    return zlib.crc32(f"{names.baseline}|{names.candidate}|{names.source}|{name}".encode())
+
+
+def flips(names: Names, per: Per, *, seed: int, round_: int) -> np.random.Generator:
+    """The flip stream of one comparison and unit kind: adding a metric or a config changes no other result."""
+    return np.random.default_rng([seed, stable(names, f"flips:{per}"), round_])
+
+
+def measure(task: PairingTask, shared: Shared) -> Measured:
+    """Every metric of one comparison, paired by unit: the interval, the queries that moved, and the
+    test (one-sided for a gated metric), the Monte Carlo ones drawn together from one flip matrix."""
+    settings, units, frames = shared.settings, task.units, task.frames
+    rows: Measured = []
+    drawn: dict[str, tuple[Metric, Units, Alternative]] = {}
+    for metric in shared.metrics:
+        u = units[metric.name]
+        rng = np.random.default_rng([settings.seed, stable(task.names, metric.name)])
+        alternative: Alternative = (
+            gate_alternative(metric) if task.families.get(metric.name) == "gates" else "two-sided"
+        )
+        later = monte_carlo(metric, u, settings)
+        paired = paired_compare(
+            u.baseline, u.candidate, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
+            test=metric.tested and not later, alternative=alternative, interval=False,
+        )  # fmt: skip
+        if later:
+            drawn[metric.name] = (metric, u, alternative)
+        ranks, names = frames.query_ranks(metric.unit, shared.position)
+        rows.append((metric, paired, changes(metric, u.baseline, u.candidate, ranks[u.positions], names)))
+    stream = partial(flips, task.names, seed=settings.seed, round_=0)
+    found = p_values(drawn, frames, resamples=settings.permutations, stream=stream)
+    boxes = _intervals(task.names, [(m, units[m.name]) for m, p, _ in rows if bootstrapped(m.kind, p)], settings)
+    return [(m, _completed(m, p, found.get(m.name), boxes.get(m.name)), ch) for m, p, ch in rows]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedrawTask:
+    """One comparison's p-values to draw again: the metrics (with their units and alternative), at
+    ``resamples``, from the flip streams of ``round_``."""
+
+    index: int
+    names: Names
+    batch: Mapping[str, tuple[Metric, Units, Alternative]]
+    frames: UnitFrames
+    resamples: int
+    round_: int
+
+
+def redraw(task: RedrawTask, seed: int) -> dict[Key, tuple[float | None, float | None]]:
+    """The p-values (and Monte Carlo errors) of one comparison's metrics, drawn again."""
+    stream = partial(flips, task.names, seed=seed, round_=task.round_)
+    drawn = p_values(task.batch, task.frames, resamples=task.resamples, stream=stream)
+    return {(task.index, name): value for name, value in drawn.items()}
+
+
+def _completed(
+    metric: Metric, paired: Paired, found: tuple[float | None, float | None] | None, box: Interval | None
+) -> Paired:
+    """``paired`` with its randomisation p-value and its bootstrap interval, where they were drawn later."""
+    if found is not None:
+        paired = replace(paired, p_value=found[0], p_mc_error=found[1])
+    return paired if box is None else with_interval(paired, box, kind=metric.kind)
+
+
+def _intervals(names: Names, wanted: Sequence[tuple[Metric, Units]], settings: Settings) -> dict[str, Interval]:
+    """The bootstrap interval of every metric in ``wanted``, one stream of resamples per set of units (a
+    metric's interval depends on its values, its units and the seed, not on which other metrics share them)."""
+    sets: dict[tuple[Per, bytes], list[tuple[Metric, Units]]] = {}
+    for metric, u in wanted:
+        sets.setdefault((metric.unit, np.asarray(u.positions, dtype=np.int64).tobytes()), []).append((metric, u))
+    out: dict[str, Interval] = {}
+    for (per, positions), members in sets.items():
+        rng = np.random.default_rng([settings.seed, stable(names, f"bootstrap:{per}:{zlib.crc32(positions)}")])
+        tests = [BootTest(kind=m.kind, baseline=u.baseline, candidate=u.candidate, percentile=m.percentile)
+                 for m, u in members]  # fmt: skip
+        found = intervals(tests, resamples=settings.resamples, confidence=settings.confidence, rng=rng)
+        out.update({m.name: box for (m, _), box in zip(members, found, strict=True)})
+    return out
+
+
+def changes(
+    metric: Metric, base: np.ndarray, cand: np.ndarray, ranks: np.ndarray, names: Sequence[str]
+) -> dict[str, Any]:
+    """Queries improved / degraded (per-query change in the better / worse direction) and unchanged: each
+    unit's query by its rank in the run's order (``ranks``; ``names`` the queries by rank)."""
+    if metric.kind == "rate":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_unit = cand[:, 0] / cand[:, 1] - base[:, 0] / base[:, 1]
+    else:
+        per_unit = cand - base
+    units = np.bincount(ranks, minlength=len(names))
+    n_queries = int(np.count_nonzero(units))
+    if metric.higher_is_better is None:
+        return {"improved": [], "degraded": [], "unchanged": n_queries}
+    # a query's change is the mean over its units (its pairs) that define one
+    defined = ~np.isnan(per_unit)
+    sums = np.bincount(ranks, weights=np.where(defined, per_unit, 0.0), minlength=len(names))
+    counts = np.bincount(ranks, weights=defined, minlength=len(names))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = (1.0 if metric.higher_is_better else -1.0) * np.where(counts > 0, sums / counts, np.nan)
+    better = [names[r] for r in np.flatnonzero(change > 1e-12).tolist()]
+    worse = [names[r] for r in np.flatnonzero(change < -1e-12).tolist()]
+    return {"improved": better, "degraded": worse, "unchanged": n_queries - len(better) - len(worse)}
