@@ -1,8 +1,11 @@
-"""The comparison of two configs (every metric) at growing numbers of queries: seconds and growth exponent.
+"""The comparison (every metric) at growing numbers of queries: seconds, growth exponent, peak memory.
 
 ``python -m tests.benchmarks.compare_scale 1000 4000 16000`` builds, for each size, a run of two configs
 on the same queries (:func:`synthetic_run`), and times ``compare`` with the rollout gates (the comparison
-alone: no files); then prints the log-log slope between consecutive sizes.
+alone: no files); then prints the log-log slope between consecutive sizes and the process's peak memory.
+``--configs 5`` compares four candidates with the baseline; ``--workers N`` runs each comparison as a task
+on a Dask LocalCluster of N processes (started before the clock, as a running cluster would be), and
+``--check`` compares that document with the one made in this process.
 """
 
 from __future__ import annotations
@@ -10,14 +13,20 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import resource
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from typing import Any
 
 import pyarrow as pa
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import load_gates
 from rag_eval.compare.rundir import IDENTITY, ComparedRun
+from rag_eval.compare.tasks import TaskMap, in_process
+from rag_eval.harness.distributed import tasks_on
+from rag_eval.harness.execution import Cluster
 from rag_eval.harness.rows import LATENCY_COLUMNS
 from rag_eval.metrics.measures import summarize
 from tests.benchmarks import synthetic
@@ -54,23 +63,36 @@ def synthetic_run(n: int, configs: int = 2) -> ComparedRun:
     )
 
 
-def seconds(run: ComparedRun) -> float:
+def seconds(run: ComparedRun, tasks: TaskMap = in_process) -> tuple[float, dict[str, Any]]:
     start = time.perf_counter()
-    compare(run, None, load_gates("rollout"))
-    return time.perf_counter() - start
+    document = compare(run, None, load_gates("rollout"), tasks=tasks).document
+    return time.perf_counter() - start, document
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("sizes", nargs="+", type=int)
-    sizes = parser.parse_args(argv).sizes
+    parser.add_argument("--configs", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=0, help="Dask local worker processes (0: this process)")
+    parser.add_argument("--check", action="store_true", help="the workers' document equals this process's")
+    args = parser.parse_args(argv)
     timings = []
-    for n in sizes:
-        t = seconds(synthetic_run(n))
-        timings.append(t)
-        print(f"{n:>9,} queries: {t:8.2f} s", flush=True)
-    for (n0, t0), (n1, t1) in itertools.pairwise(zip(sizes, timings, strict=True)):
+    with ExitStack() as stack:
+        tasks: TaskMap = in_process
+        if args.workers:
+            tasks = stack.enter_context(tasks_on(Cluster(workers=args.workers)))
+        for n in args.sizes:
+            run = synthetic_run(n, args.configs)
+            t, document = seconds(run, tasks)
+            timings.append(t)
+            print(f"{n:>9,} queries, {args.configs} configs: {t:8.2f} s", flush=True)
+            if args.check and args.workers:
+                same = seconds(run)[1] == document
+                print(f"          the same document in this process: {same}", flush=True)
+    for (n0, t0), (n1, t1) in itertools.pairwise(zip(args.sizes, timings, strict=True)):
         print(f"growth {n0:,} -> {n1:,}: exponent {math.log(t1 / t0) / math.log(n1 / n0):.2f}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"peak memory of this process: {peak:,.0f} MiB", flush=True)
 
 
 if __name__ == "__main__":
