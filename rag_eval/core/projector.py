@@ -148,7 +148,7 @@ class RagResultProjector:
             if kept > max_excerpt:
                 _drop(block, Budget.EXCERPT_CHARS, kept, max_excerpt, cuts, losses, lost)
                 kept = max_excerpt
-            remaining = max_total - total if total < max_total else 0
+            remaining = max(max_total - total, 0)
             if kept > remaining:
                 _drop(block, Budget.TOTAL_CHARS, kept, remaining, cuts, losses, lost)
                 kept = remaining
