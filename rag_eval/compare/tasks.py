@@ -8,9 +8,9 @@ comparison needs (no run directory, no reader: its units are read beforehand), s
 again with more resamples near alpha.
 
 A ``TaskMap`` calls ``fn(task, shared)`` for every task and returns the results in the tasks' order
-(``shared``: what every task reads, sent to a worker once): :func:`in_process` here, Dask's workers where
-the comparison is asked to run on a cluster (``--workers``, ``--scheduler``:
-:func:`rag_eval.harness.distributed.tasks_on`).
+(``shared``: what every task reads, sent to a worker once): :func:`in_process` here (on two threads when
+there are several comparisons), Dask's workers where the comparison is asked to run on a cluster
+(``--workers``, ``--scheduler``: :func:`rag_eval.harness.distributed.tasks_on`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from rag_eval.compare.stats import Alternative, Paired, Settings, bootstrapped, 
 from rag_eval.compare.units import UnitFrames, Units, monte_carlo, p_values
 from rag_eval.compare.verdicts import Family, Key, gate_alternative
 from rag_eval.metrics.registry import Per
+from rag_eval.threads import default_workers, ordered_map
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -38,8 +39,19 @@ Measured = list[tuple[Metric, Paired, dict[str, Any]]]
 
 
 def in_process(fn: Callable[[T, S], R], tasks: Sequence[T], shared: S) -> list[R]:
-    """The tasks one after another, here."""
-    return [fn(task, shared) for task in tasks]
+    """The tasks here: one alone as it is; several on two threads, with the BLAS library held to one
+    thread each (numpy's sums, sorts and cumulated counts run without the GIL, and two threads of BLAS
+    under each of two tasks would fight for two cores)."""
+    if len(tasks) < 2 or default_workers() < 2:
+        return [fn(task, shared) for task in tasks]
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return [result for _, result in ordered_map(partial(_call, fn, shared=shared), tasks)]
+
+
+def _call(fn: Callable[[T, S], R], task: T, *, shared: S) -> R:
+    return fn(task, shared)
 
 
 @dataclass(frozen=True, slots=True)
