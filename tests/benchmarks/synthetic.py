@@ -108,8 +108,11 @@ def _ragged(values: pa.Array, lengths: np.ndarray) -> pa.ListArray:  # type: ign
     return pa.ListArray.from_arrays(pa.array(offsets), values)
 
 
-def per_query_table(n: int, width: int = 20, *, seed: int = 7, config: str = "evidence") -> pa.Table:
-    """``n`` per-query rows of one config, ``width`` hits each (all delivered), as the run store holds them."""
+def per_query_table(
+    n: int, width: int = 20, *, seed: int = 7, config: str = "evidence", offset: int = 0
+) -> pa.Table:
+    """``n`` per-query rows of one config, ``width`` hits each (all delivered), as the run store holds them
+    (queries ``q<offset>`` on: a larger run is made of such tables, each with its own seed)."""
     rng = np.random.default_rng(seed)
     n_docs = max(100, n // 5)
     chunks_per_doc = 40
@@ -160,10 +163,10 @@ def per_query_table(n: int, width: int = 20, *, seed: int = 7, config: str = "ev
     lost_len = np.bincount(rel_row[~delivered], minlength=n)
     stages = np.array(["not_retrieved", "cap", "return_n", "dedup"], dtype=object)
     columns = {
-        "query_id": pa.array([f"q{i}" for i in range(n)]),
+        "query_id": pa.array([f"q{i}" for i in range(offset, offset + n)]),
         "config": pa.array([config] * n),
-        "query_index": pa.array(np.arange(n, dtype=np.int32)),
-        "query_text": pa.array([f"query {i}" for i in range(n)]),
+        "query_index": pa.array(np.arange(offset, offset + n, dtype=np.int32)),
+        "query_text": pa.array([f"query {i}" for i in range(offset, offset + n)]),
         "judged": pa.array(np.ones(n, dtype=bool)),
         "returned_keys": _lists(member_keys, width, n),
         "returned_doc_ids": _lists(pa.array(stored_doc), width, n),
