@@ -176,23 +176,6 @@ def _cluster(args: argparse.Namespace) -> Any:
     return cluster_of(workers=args.workers, scheduler=args.scheduler, parts=getattr(args, "parts", None))
 
 
-def _add_cluster_args(p: argparse.ArgumentParser, *, replays: bool) -> None:
-    what = "replay the query batches and compare the configs" if replays else "compare the configs"
-    p.add_argument(
-        "--workers", metavar="N",
-        help=f"{what} in N local worker processes (Dask); the results are those of one process",
-    )  # fmt: skip
-    p.add_argument(
-        "--scheduler", metavar="ADDRESS", help=f"{what} on the workers of this Dask scheduler (tcp://host:8786)"
-    )
-    if replays:
-        p.add_argument(
-            "--parts", metavar="URL",
-            help="where the workers write finished batches: a directory or fsspec URL they reach (default: the "
-            "run directory's .parts)",
-        )  # fmt: skip
-
-
 def _cmd_compare(args: argparse.Namespace) -> int:
     from rag_eval import jobs
     from rag_eval.reports.console import print_compared, print_gates
@@ -298,7 +281,7 @@ COMMAND_FUNCTIONS: dict[str, Command] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` parser: a sub-command per job, its flags from :mod:`rag_eval.cli_flags`."""
-    from rag_eval.cli_flags import CLUSTER_COMMANDS, COMMANDS, PATHS, global_flags
+    from rag_eval.cli_flags import CLUSTER_COMMANDS, COMMANDS, PATHS, cluster_flags, global_flags
 
     parser = argparse.ArgumentParser(
         prog="rag-eval",
@@ -313,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         global_flags(p)
         add_flags(p)
         if name in CLUSTER_COMMANDS:
-            _add_cluster_args(p, replays=name != "compare")
+            cluster_flags(p, replays=name != "compare")
         p.set_defaults(func=COMMAND_FUNCTIONS[name])
     return parser
 

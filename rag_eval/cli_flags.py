@@ -47,9 +47,7 @@ def experiment_flags(p: argparse.ArgumentParser) -> None:
         help="chunker spec, e.g. sentences:size=3,overlap=0 or chars:size=800,overlap=100; default: the "
         "experiment's, else sentences:size=3,overlap=0",
     )
-    p.add_argument(
-        "--profile", help="ingest profile: clean or production (default: the experiment's, else production)"
-    )
+    p.add_argument("--profile", help="ingest profile: clean or production (default: the experiment's, else production)")
 
 
 def gate_flags(p: argparse.ArgumentParser) -> None:
@@ -200,3 +198,21 @@ COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
     ),
 )
 CLUSTER_COMMANDS = ("run", "nightly", "compare")  # their comparisons (and query batches) can run on Dask workers
+
+
+def cluster_flags(p: argparse.ArgumentParser, *, replays: bool) -> None:
+    """``--workers``, ``--scheduler`` and, where a command replays, ``--parts``: where it runs on Dask."""
+    what = "replay the query batches and compare the configs" if replays else "compare the configs"
+    p.add_argument(
+        "--workers", metavar="N",
+        help=f"{what} in N local worker processes (Dask); the results are those of one process",
+    )  # fmt: skip
+    p.add_argument(
+        "--scheduler", metavar="ADDRESS", help=f"{what} on the workers of this Dask scheduler (tcp://host:8786)"
+    )
+    if replays:
+        p.add_argument(
+            "--parts", metavar="URL",
+            help="where the workers write finished batches: a directory or fsspec URL they reach (default: the "
+            "run directory's .parts)",
+        )  # fmt: skip

@@ -156,6 +156,23 @@ def compare(
     ]
     exit_code = _exit_code([(g.severity, g.outcome) for gate_list in gate_results for g in gate_list])
     document = {
+        **_method(settings),
+        "run": {"dir": run.label, "experiment": run.experiment, **run.started},
+        "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
+        "queries_compared": len(queries),
+        "left_out": {"only_in_run": only_run, "only_in_against": only_against},
+        "gates_file": gates.source,
+        "gates_purpose": gates.purpose,
+        "exit_code": exit_code,
+        "notes": notes,
+        "comparisons": comparisons,
+    }
+    return Comparison(document=document, exit_code=exit_code)
+
+
+def _method(settings: Settings) -> dict[str, Any]:
+    """The document's account of how it was made: schema, test, interval, resamples, seed."""
+    return {
         "schema_version": COMPARE_SCHEMA_VERSION,
         "alpha": settings.alpha,
         "seed": settings.seed,
@@ -169,17 +186,7 @@ def compare(
         "monte_carlo": f"p-values within 3 Monte Carlo standard errors of alpha (after Holm) redrawn with 4x "
         f"the resamples, then 16x ({MC_ROUNDS} times at most); p_mc_error is the standard error left "
         "(two-sided: sqrt(p (2 - p) / resamples))",
-        "run": {"dir": run.label, "experiment": run.experiment, **run.started},
-        "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
-        "queries_compared": len(queries),
-        "left_out": {"only_in_run": only_run, "only_in_against": only_against},
-        "gates_file": gates.source,
-        "gates_purpose": gates.purpose,
-        "exit_code": exit_code,
-        "notes": notes,
-        "comparisons": comparisons,
     }
-    return Comparison(document=document, exit_code=exit_code)
 
 
 def _pairing_notes(
@@ -199,8 +206,7 @@ def _pairing_notes(
                              f"{against.label}"] if only_run or only_against else [])  # fmt: skip
     if mismatch and not intersection:
         raise RunDirectoryError(
-            f"does not pair with {run.label}: {'; '.join(mismatch)}; "
-            "give --intersection to compare on what both share",
+            f"does not pair with {run.label}: {'; '.join(mismatch)}; give --intersection to compare on what both share",
             path=against.label,
         )
     notes = [f"the runs differ in {d}" for d in setting_diff]
@@ -239,9 +245,7 @@ def _redrawer(
     return again
 
 
-def _families(
-    gates: GateSet, configs: Sequence[Mapping[str, Any]], metrics: Sequence[Metric]
-) -> dict[Key, Family]:
+def _families(gates: GateSet, configs: Sequence[Mapping[str, Any]], metrics: Sequence[Metric]) -> dict[Key, Family]:
     """The family of every tested (comparison, metric): ``gates`` where a relative gate names it for that
     comparison's candidate, else ``descriptive``."""
     out: dict[Key, Family] = {}
