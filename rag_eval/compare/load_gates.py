@@ -51,7 +51,6 @@ from rag_eval.core.errors import RunDirectoryError, quoted
 from rag_eval.harness.load_file import belongs_to, config_hash, entry, read_load_file, stale_reason
 
 _NAME = re.compile(r"^load:(?:(?P<stage>search|e2e):p(?P<q>50|95|99)|qps)@(?P<n>[1-9]\d{0,3})$")
-LOAD_METRIC_FORMS = "load:search|e2e:p50|p95|p99@N or load:qps@N (N client processes)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,8 +67,6 @@ def test_round_trip_in_batches_with_manifest_and_reuse(
     with MilvusStore(target(milvus_uri, collection_name)) as again:
         assert again.read_manifest() == manifest
         assert again.count() == 230
-        again.write_manifest({**manifest, "rows": 231})
-        assert again.read_manifest() == {**manifest, "rows": 231}
     with MilvusSearch(target(milvus_uri, collection_name), _encoder(rows)) as port:
         hit = port.search(KnowledgeSearchRequest(query="123", top_k=1))[0]
         assert (hit.id, hit.doc_id, hit.chunk_index, hit.title, hit.source) == (

@@ -162,10 +162,6 @@ class Experiment:
     load: LoadSettings | None = None  # the [load] table: `rag-eval run` then measures latency under load too
     existing: CollectionSpec | None = None  # the [collection] table: replay a collection built elsewhere
 
-    @property
-    def baseline_spec(self) -> ConfigSpec:
-        return next(c for c in self.configs if c.name == self.baseline)
-
     def checked_cap(self, spec: ConfigSpec) -> tuple[int | None, str]:
         """The per-document cap ``spec``'s delivery is checked against, and where it comes from.
 

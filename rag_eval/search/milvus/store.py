@@ -117,18 +117,6 @@ class MilvusStore(PortBase):
             return None
         return value if isinstance(value, dict) else None
 
-    def write_manifest(self, manifest: Mapping[str, Any]) -> None:
-        """Replace the stored manifest (e.g. to add the row count once ingest is done)."""
-        conn, text = self._conn, _manifest_json(manifest, self._conn.shown)
-        conn.call(
-            "alter collection properties",
-            conn.client.alter_collection_properties,
-            self.collection,
-            properties={MANIFEST_PROPERTY: text},
-            collection=self.collection,
-            budget=conn.timeout,
-        )
-
     def create(self, *, dim: int, index: IndexSpec, manifest: Mapping[str, Any], full_text: bool = False) -> None:
         """(Re)create the collection, dropping an existing one; ``full_text`` adds BM25 for HYBRID search."""
         pm, conn, name = pymilvus(), self._conn, self.collection

@@ -47,7 +47,7 @@ def test_shipped_experiments_parse() -> None:
         assert exp.configs and exp.baseline in {c.name for c in exp.configs}
         assert exp.dataset_path == SHIPPED.resolve()
     default = load_experiment(SHIPPED / "experiments" / "default.toml")
-    legacy = default.baseline_spec.config
+    legacy = next(c for c in default.configs if c.name == default.baseline).config
     assert (legacy.pipeline.value, legacy.retrieve_k, legacy.return_n) == ("legacy-merge", 5, 5)
     assert load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml").split == "dev"
 
