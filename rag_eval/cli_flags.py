@@ -47,7 +47,9 @@ def experiment_flags(p: argparse.ArgumentParser) -> None:
         help="chunker spec, e.g. sentences:size=3,overlap=0 or chars:size=800,overlap=100; default: the "
         "experiment's, else sentences:size=3,overlap=0",
     )
-    p.add_argument("--profile", help="ingest profile: clean or production (default: the experiment's, else production)")
+    p.add_argument(
+        "--profile", help="ingest profile: clean or production (default: the experiment's, else production)"
+    )
 
 
 def gate_flags(p: argparse.ArgumentParser) -> None:

@@ -206,7 +206,8 @@ def _pairing_notes(
                              f"{against.label}"] if only_run or only_against else [])  # fmt: skip
     if mismatch and not intersection:
         raise RunDirectoryError(
-            f"does not pair with {run.label}: {'; '.join(mismatch)}; give --intersection to compare on what both share",
+            f"does not pair with {run.label}: {'; '.join(mismatch)}; "
+            "give --intersection to compare on what both share",
             path=against.label,
         )
     notes = [f"the runs differ in {d}" for d in setting_diff]
@@ -245,7 +246,9 @@ def _redrawer(
     return again
 
 
-def _families(gates: GateSet, configs: Sequence[Mapping[str, Any]], metrics: Sequence[Metric]) -> dict[Key, Family]:
+def _families(
+    gates: GateSet, configs: Sequence[Mapping[str, Any]], metrics: Sequence[Metric]
+) -> dict[Key, Family]:
     """The family of every tested (comparison, metric): ``gates`` where a relative gate names it for that
     comparison's candidate, else ``descriptive``."""
     out: dict[Key, Family] = {}

@@ -47,11 +47,7 @@ def in_process(fn: Callable[[T, S], R], tasks: Sequence[T], shared: S) -> list[R
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
-        return [result for _, result in ordered_map(partial(_call, fn, shared=shared), tasks)]
-
-
-def _call(fn: Callable[[T, S], R], task: T, *, shared: S) -> R:
-    return fn(task, shared)
+        return [result for _, result in ordered_map(lambda task: fn(task, shared), tasks)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,8 @@ def write_parts(queries: int, configs: int, into: Path) -> list[Path]:
 def stored_run(paths: Sequence[Path], configs: int) -> ComparedRun:
     def rows(columns: Sequence[str]) -> Iterator[pa.Table]:
         for path in paths:
-            yield pq.read_table(path, columns=[c for c in columns if c in pq.read_schema(path).names])
+            names = set(pq.read_schema(path).names)
+            yield pq.read_table(path, columns=[c for c in columns if c in names])
 
     cfgs = [{"name": f"c{i}", "baseline": i == 0, "cap": 2, "cap_aware": 2, "return_n": 20} for i in range(configs)]
     summary_configs, _ = summarize(rows(SUMMARY_COLUMNS), configs=cfgs, cutoffs=CUTOFFS)

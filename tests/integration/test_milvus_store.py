@@ -22,18 +22,11 @@ DropAfter = Callable[[str, str], None]
 def _rows(n: int, *, seed: int = 3, start: int = 0) -> list[ChunkRow]:
     rng = random.Random(seed)
     return [
-        ChunkRow(
-            vector_id=start + i,
-            doc_id=f"doc-{(start + i) // 5}",
-            chunk_index=(start + i) % 5,
-            content=f"chunk {start + i} about {'replication lag' if i % 4 == 0 else 'lock waits'}",
-            title=f"Title {(start + i) // 5}",
-            source=f"kb/{(start + i) // 5}.md",
-            category=("db", "net", "os")[i % 3],
-            start=10 * i,
-            end=10 * i + 9,
-            vector=[rng.gauss(0, 1) for _ in range(DIM)],
-        )
+        ChunkRow(vector_id=start + i, doc_id=f"doc-{(start + i) // 5}", chunk_index=(start + i) % 5,
+                 content=f"chunk {start + i} about {'replication lag' if i % 4 == 0 else 'lock waits'}",
+                 title=f"Title {(start + i) // 5}", source=f"kb/{(start + i) // 5}.md",
+                 category=("db", "net", "os")[i % 3], start=10 * i, end=10 * i + 9,
+                 vector=[rng.gauss(0, 1) for _ in range(DIM)])
         for i in range(n)
     ]
 
@@ -43,9 +36,8 @@ def _encoder(rows: Sequence[ChunkRow]) -> Callable[[Sequence[str]], list[list[fl
     return lambda texts: [by_id[t] for t in texts]
 
 
-def test_round_trip_in_batches_with_manifest_and_reuse(
-    milvus_uri: str, collection_name: str, drop_after: DropAfter
-) -> None:
+def test_round_trip_in_batches_with_manifest_and_reuse(milvus_uri: str, collection_name: str,
+                                                       drop_after: DropAfter) -> None:
     drop_after(milvus_uri, collection_name)
     rows = _rows(230)
     manifest = {"dataset_checksum": "sha256:abc", "chunker": {"size": 512}, "rows": 230, "note": "ünïcode ✓"}
@@ -69,13 +61,8 @@ def test_round_trip_in_batches_with_manifest_and_reuse(
         assert again.count() == 230
     with MilvusSearch(target(milvus_uri, collection_name), _encoder(rows)) as port:
         hit = port.search(KnowledgeSearchRequest(query="123", top_k=1))[0]
-        assert (hit.id, hit.doc_id, hit.chunk_index, hit.title, hit.source) == (
-            "123",
-            "doc-24",
-            3,
-            "Title 24",
-            "kb/24.md",
-        )
+        assert (hit.id, hit.doc_id, hit.chunk_index, hit.title, hit.source) == ("123", "doc-24", 3, "Title 24",
+                                                                                "kb/24.md")
         assert hit.content == rows[123].content
         assert dict(hit.metadata) == {"char_start": 1230, "char_end": 1239}
 
@@ -95,18 +82,8 @@ def test_create_drops_an_existing_collection(milvus_uri: str, collection_name: s
 
 def test_missing_values_map_back_to_none(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
     drop_after(milvus_uri, collection_name)
-    row = ChunkRow(
-        vector_id=7,
-        doc_id=None,
-        chunk_index=None,
-        content="orphan",
-        title="",
-        source="",
-        category="",
-        start=None,
-        end=None,
-        vector=[1.0] + [0.0] * (DIM - 1),
-    )
+    row = ChunkRow(vector_id=7, doc_id=None, chunk_index=None, content="orphan", title="", source="", category="",
+                   start=None, end=None, vector=[1.0] + [0.0] * (DIM - 1))
     with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
         store.insert([row, *_rows(10, start=100)])
@@ -120,9 +97,8 @@ def test_missing_values_map_back_to_none(milvus_uri: str, collection_name: str, 
         assert port.search(KnowledgeSearchRequest(query="orphan", top_k=5, category_filter="")) == ()
 
 
-def test_every_row_is_visible_right_after_finalize(
-    milvus_uri: str, collection_name: str, drop_after: DropAfter
-) -> None:
+def test_every_row_is_visible_right_after_finalize(milvus_uri: str, collection_name: str,
+                                                   drop_after: DropAfter) -> None:
     """The 2.3 server searches with Bounded consistency: finalize() must leave nothing unseen."""
     drop_after(milvus_uri, collection_name)
     rows = _rows(3000, seed=11)
@@ -136,29 +112,15 @@ def test_every_row_is_visible_right_after_finalize(
 
 
 @pytest.mark.milvus_server
-def test_big_batches_are_split_under_the_message_cap(
-    server_uri: str, collection_name: str, drop_after: DropAfter
-) -> None:
+def test_big_batches_are_split_under_the_message_cap(server_uri: str, collection_name: str,
+                                                     drop_after: DropAfter) -> None:
     """50,000 x 384 floats in one gRPC message is refused by the server: insert() splits by bytes too."""
     np = pytest.importorskip("numpy")
     milvus_uri = server_uri
     drop_after(milvus_uri, collection_name)
     vectors = np.random.default_rng(5).standard_normal((50_000, 384), dtype=np.float32)
-    rows = (
-        ChunkRow(
-            vector_id=i,
-            doc_id=f"d{i}",
-            chunk_index=0,
-            content="x",
-            title="",
-            source="",
-            category="c",
-            start=0,
-            end=1,
-            vector=vectors[i],
-        )
-        for i in range(50_000)
-    )
+    rows = (ChunkRow(vector_id=i, doc_id=f"d{i}", chunk_index=0, content="x", title="", source="", category="c",
+                     start=0, end=1, vector=vectors[i]) for i in range(50_000))
     batches: list[int] = []
     with MilvusStore(target(milvus_uri, collection_name)) as store:
         store.create(dim=384, index=IndexSpec.flat(), manifest={})
@@ -168,7 +130,8 @@ def test_big_batches_are_split_under_the_message_cap(
     assert len(batches) >= 2 and sum(batches) == 50_000
 
 
-def test_search_batch_splits_over_the_query_cap(milvus_uri: str, collection_name: str, drop_after: DropAfter) -> None:
+def test_search_batch_splits_over_the_query_cap(milvus_uri: str, collection_name: str,
+                                                drop_after: DropAfter) -> None:
     drop_after(milvus_uri, collection_name)
     rows = _rows(40)
     with MilvusStore(target(milvus_uri, collection_name)) as store:
@@ -209,9 +172,8 @@ def test_hybrid_search_on_lite_with_full_text(lite_uri: str) -> None:
         hits = port.search(KnowledgeSearchRequest(query="8", top_k=5, mode=SearchMode.HYBRID, category_filter="net"))
         assert hits and all(h.category == "net" for h in hits) and len(hits) <= 5
         assert all("rrf" in h.scores for h in hits)
-        batch = port.search_batch(
-            [KnowledgeSearchRequest(query=q, top_k=3, mode=SearchMode.HYBRID) for q in ("8", "12")]
-        )
+        batch = port.search_batch([KnowledgeSearchRequest(query=q, top_k=3, mode=SearchMode.HYBRID)
+                                   for q in ("8", "12")])
         assert [len(b) for b in batch] == [3, 3]
 
 
