@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import InfrastructureError, InputError
-from rag_eval.harness import folders
+from rag_eval.rundir import folders
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -38,7 +38,7 @@ def _usage(key: str, message: str) -> Exception:
 
 def _experiment(args: argparse.Namespace) -> Any:
     """The experiment of a file, or of flags alone, with the CLI flags applied on top."""
-    from rag_eval.harness.experiment import default_experiment, load_experiment, parse_config_flag, with_overrides
+    from rag_eval.experiment import default_experiment, load_experiment, parse_config_flag, with_overrides
 
     if args.experiment:
         exp = load_experiment(args.experiment)
@@ -75,7 +75,7 @@ def _out(args: argparse.Namespace, root: Path, name: str) -> Path:
 
 
 def _progress(args: argparse.Namespace) -> Any:
-    from rag_eval.harness.steps import Progress
+    from rag_eval.replay.prepare import Progress
 
     return Progress(quiet=args.quiet)
 
@@ -84,7 +84,7 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    from rag_eval.harness.experiment import read_settings
+    from rag_eval.experiment import read_settings
     from rag_eval.reports.console import print_settings
 
     path = Path(args.file)
@@ -160,7 +160,7 @@ class Interrupted(KeyboardInterrupt):
 
 def _resume_advice(out: Path, *, given: bool) -> str:
     """``--resume`` only when ``out`` holds an unfinished run to resume (a stamped directory: with its --out)."""
-    from rag_eval.harness.store import RunStore
+    from rag_eval.rundir.directory import RunStore
 
     if not RunStore(out).resumable():
         return "interrupted before a query batch was kept: nothing to resume; run the command again"
@@ -171,7 +171,7 @@ def _resume_advice(out: Path, *, given: bool) -> str:
 
 def _cluster(args: argparse.Namespace) -> Any:
     """The Dask cluster of ``--workers`` / ``--scheduler`` / ``--parts`` (None: run in this process)."""
-    from rag_eval.harness.execution import cluster_of
+    from rag_eval.cluster.settings import cluster_of
 
     return cluster_of(workers=args.workers, scheduler=args.scheduler, parts=getattr(args, "parts", None))
 
@@ -232,7 +232,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
 
 def _cmd_load(args: argparse.Namespace) -> int:
     from rag_eval import jobs
-    from rag_eval.harness.load_settings import LoadSettings, with_flags
+    from rag_eval.experiment.load_table import LoadSettings, with_flags
     from rag_eval.reports.console import describe_load, print_load
 
     exp = _experiment(args)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from rag_eval.harness import folders
+from rag_eval.rundir import folders
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
 

@@ -25,14 +25,14 @@ from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import chunk_dataset, chunk_qrels
+from rag_eval.experiment import ConfigSpec, Experiment, IngestProfile
 from rag_eval.files import json_safe, write_json
-from rag_eval.harness.experiment import ConfigSpec, Experiment, IngestProfile
-from rag_eval.harness.ingest import plan_rows
-from rag_eval.harness.replay import Replayer
-from rag_eval.harness.rows import Truth
-from rag_eval.harness.store import MARKER, RunStore
-from rag_eval.harness.texts import write_texts
+from rag_eval.ingest.collection import plan_rows
 from rag_eval.metrics.measures import summarize
+from rag_eval.replay.batches import Replayer
+from rag_eval.rundir.directory import MARKER, RunStore
+from rag_eval.rundir.rows import Truth
+from rag_eval.rundir.texts import write_texts
 from rag_eval.search.memory import InMemorySearch
 from tests.unit.frames import read_parts
 

@@ -20,9 +20,9 @@ import numpy as np
 
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
-from rag_eval.compare.load_gates import LoadSource, is_load_metric
-from rag_eval.compare.load_gates import evaluate as evaluate_load
-from rag_eval.compare.rundir import ComparedRun, common_queries, differences, pairings, unjudged_note
+from rag_eval.compare.loadtest_gates import LoadSource, is_load_metric
+from rag_eval.compare.loadtest_gates import evaluate as evaluate_load
+from rag_eval.compare.runs import ComparedRun, common_queries, differences, pairings, unjudged_note
 from rag_eval.compare.stats import (
     Paired,
     Settings,

@@ -25,7 +25,7 @@ A check is ``[fail|warn] METRIC CONDITION [for SELECTOR]`` (severity ``fail`` wh
   by commas over ``name``, ``pipeline``, ``mode``, ``retrieve_k``, ``return_n``, ``cap``;
 - a latency threshold may carry a unit, ``us``, ``ms`` or ``s`` (a bare number is microseconds);
 - ``load:STAGE:pQ@N`` and ``load:qps@N`` hold the latency percentile or the throughput measured with
-  N concurrent clients (``load.json``; see :mod:`rag_eval.compare.load_gates`), e.g.
+  N concurrent clients (``load.json``; see :mod:`rag_eval.compare.loadtest_gates`), e.g.
   ``fail load:e2e:p99@4 <= 50ms`` or ``fail load:e2e:p99@4 growth <= 20%``.
 
 >>> check = parse_check("warn same_doc_multi_chunk_recall drop <= 0.02", path="g.toml", line=3)
@@ -49,7 +49,7 @@ from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.checks import AbsoluteCheck, Check, GateResult, Outcome, RelativeCheck, Severity, min_units
 from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Settings
 from rag_eval.core.errors import GatesError, quoted
-from rag_eval.harness.experiment import Experiment
+from rag_eval.experiment import Experiment
 
 __all__ = [
     "SELECTOR_KEYS", "SHIPPED", "AbsoluteCheck", "Check", "GateResult", "GateSet", "Outcome", "RelativeCheck",

@@ -30,13 +30,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.compare.rundir import RUN_FILES, ComparedRun
+from rag_eval.compare.runs import RUN_FILES, ComparedRun
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunDirectoryError, RunStoreError, quoted
 from rag_eval.files import write_json, write_parquet
-from rag_eval.harness.folders import ACCEPTED, HISTORY
-from rag_eval.harness.load_file import LOAD_FILE
-from rag_eval.harness.store import MARKER
+from rag_eval.loadtest.document import LOAD_FILE
 from rag_eval.metrics.measures import summary_frame
+from rag_eval.rundir.directory import MARKER
+from rag_eval.rundir.folders import ACCEPTED, HISTORY
 
 ACCEPTED_FILE = "accepted.json"
 PROVENANCE_COLUMNS = (

@@ -10,7 +10,7 @@ again with more resamples near alpha.
 A ``TaskMap`` calls ``fn(task, shared)`` for every task and returns the results in the tasks' order
 (``shared``: what every task reads, sent to a worker once): :func:`in_process` here (on two threads when
 there are several comparisons), Dask's workers where the comparison is asked to run on a cluster
-(``--workers``, ``--scheduler``: :func:`rag_eval.harness.distributed.tasks_on`).
+(``--workers``, ``--scheduler``: :func:`rag_eval.cluster.tasks.tasks_on`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where a row goes when its text is in several places: the order of a document's rows, and how well a
-place fits the rows already there (see :mod:`rag_eval.datasets.locate`, which finds the candidates)."""
+place fits the rows already there (see :mod:`rag_eval.existing.locate`, which finds the candidates)."""
 
 from __future__ import annotations
 

@@ -18,21 +18,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rag_eval.harness.run_summary import config_rows
     from rag_eval.jobs.compare import compare_runs, comparison_paths
     from rag_eval.jobs.embed import embed_dataset, ingest
-    from rag_eval.jobs.night import NightResult, nightly
+    from rag_eval.jobs.loadtest import load
+    from rag_eval.jobs.nightly import NightResult, nightly
     from rag_eval.jobs.run import RunResult, publish, run_experiment, summarise_run
-    from rag_eval.jobs.under_load import load
+    from rag_eval.replay.documents import config_rows
 
 # imported when first used: a comparison does not import the replay, Milvus or the report's figures
 _WHERE = {
-    "config_rows": "rag_eval.harness.run_summary", "compare_runs": "rag_eval.jobs.compare",
+    "config_rows": "rag_eval.replay.documents", "compare_runs": "rag_eval.jobs.compare",
     "comparison_paths": "rag_eval.jobs.compare", "embed_dataset": "rag_eval.jobs.embed",
     "ingest": "rag_eval.jobs.embed",
-    "NightResult": "rag_eval.jobs.night", "nightly": "rag_eval.jobs.night", "RunResult": "rag_eval.jobs.run",
+    "NightResult": "rag_eval.jobs.nightly", "nightly": "rag_eval.jobs.nightly", "RunResult": "rag_eval.jobs.run",
     "publish": "rag_eval.jobs.run", "run_experiment": "rag_eval.jobs.run", "summarise_run": "rag_eval.jobs.run",
-    "load": "rag_eval.jobs.under_load",
+    "load": "rag_eval.jobs.loadtest",
 }  # fmt: skip
 
 __all__ = [

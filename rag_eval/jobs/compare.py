@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rag_eval.cluster.settings import Cluster
 from rag_eval.compare.comparison import Comparison, compare
 from rag_eval.compare.gates import load_gates, manifest_gates
 from rag_eval.compare.history import against_notes
-from rag_eval.compare.rundir import ComparedRun, check_run_dir
+from rag_eval.compare.runs import ComparedRun, check_run_dir
 from rag_eval.compare.tasks import TaskMap, in_process
-from rag_eval.harness.execution import Cluster
-from rag_eval.harness.publish import write_set
-from rag_eval.harness.store import RunStore
 from rag_eval.reports.artifacts import comparison_files, comparison_names
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.publish import write_set
 
 
 def compare_runs(
@@ -65,7 +65,7 @@ def comparison_tasks(cluster: Cluster | None) -> Iterator[TaskMap]:
     if cluster is None:
         yield in_process
         return
-    from rag_eval.harness.distributed import tasks_on
+    from rag_eval.cluster.tasks import tasks_on
 
     with tasks_on(cluster) as on_workers:
         yield on_workers

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.embed.embedders import EmbedderSpec
-from rag_eval.harness.experiment import Experiment
-from rag_eval.harness.ingest import IngestResult, ensure_collection
-from rag_eval.harness.steps import Progress, prepare
-from rag_eval.harness.vectors import write_vectors
+from rag_eval.experiment import Experiment
+from rag_eval.ingest.collection import IngestResult, ensure_collection
+from rag_eval.replay.prepare import Progress, prepare
+from rag_eval.replay.vectors import write_vectors
 
 
 def ingest(exp: Experiment, *, force: bool = False, progress: Progress | None = None) -> IngestResult:

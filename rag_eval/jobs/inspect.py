@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import CollectionNotFoundError, CollectionNotLoadedError, ConfigError, ConfigProblem
-from rag_eval.search.milvus.foreign import CollectionInfo, ForeignCollection, collections_at
+from rag_eval.search.milvus.existing import CollectionInfo, ForeignCollection, collections_at
 from rag_eval.search.milvus.lite import lite_path_problem
 from rag_eval.search.milvus.schema import SearchTarget, uri_problem
 from rag_eval.search.milvus.suggest import Suggestion, suggest

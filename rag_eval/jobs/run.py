@@ -7,28 +7,28 @@ only sequences them, holding the run directory's lock from the first step to the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from rag_eval.cluster.settings import Cluster
 from rag_eval.compare.comparison import Comparison, compare
 from rag_eval.compare.gates import GateSet, run_gates
-from rag_eval.compare.rundir import ComparedRun, check_pairable
+from rag_eval.compare.runs import ComparedRun, check_pairable
+from rag_eval.experiment import Experiment
 from rag_eval.files import json_safe
-from rag_eval.harness import provenance
-from rag_eval.harness.execution import Cluster
-from rag_eval.harness.experiment import Experiment
-from rag_eval.harness.load import refuse_lite, run_load
-from rag_eval.harness.publish import RANKING_COLUMNS, publish_run
-from rag_eval.harness.replay_step import Replayed, replay
-from rag_eval.harness.run_summary import config_rows, data_identity, run_manifest, run_summary
-from rag_eval.harness.steps import Prepared, Progress, ingest_collection, prepare
-from rag_eval.harness.store import RunStore
 from rag_eval.jobs.compare import comparison_tasks
+from rag_eval.loadtest.driver import LoadResult, refuse_lite, run_load
 from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
+from rag_eval.replay import provenance
+from rag_eval.replay.documents import config_rows, data_identity, run_manifest, run_summary
+from rag_eval.replay.prepare import Prepared, Progress, ingest_collection, prepare
+from rag_eval.replay.step import Replayed, replay
 from rag_eval.reports.artifacts import REPORT_MD, html_report, run_files, trec_rankings
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.publish import RANKING_COLUMNS, publish_run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,12 +77,12 @@ def run_experiment(
             check_pairable(data_identity(exp, prep), earlier)
         collection = ingest_collection(exp, prep, prog)
         replayed = replay(exp, prep, collection, store, resume=resume, progress=prog, cluster=cluster)
-        replayed = replace(replayed, load=run_load(exp, prep, collection, clock, prog))
-        run = summarise_run(exp, prep, replayed, clock)
+        load = run_load(exp, prep, collection, clock, prog)
+        run = summarise_run(exp, prep, replayed, load, clock)
         with comparison_tasks(cluster) as tasks:
             base = run if against_self else earlier
             comparison = compare(run, base, gate_set, intersection=intersection, notes=notes, tasks=tasks)
-        publish(exp, prep, replayed, run, comparison)
+        publish(exp, prep, replayed, load, run, comparison)
     return RunResult(
         out=store.dir,
         summary=dict(run.summary),
@@ -110,7 +110,9 @@ def _run_store(out: str | Path, *, resume: bool, force_out: bool) -> RunStore:
     return store
 
 
-def summarise_run(exp: Experiment, prep: Prepared, replayed: Replayed, clock: provenance.Clock) -> ComparedRun:
+def summarise_run(
+    exp: Experiment, prep: Prepared, replayed: Replayed, load: LoadResult | None, clock: provenance.Clock
+) -> ComparedRun:
     """Metrics per config and the manifest, from the parts one batch at a time: the run as a comparison
     reads it (which reads the parts again, for the per-query values it pairs on)."""
     configs = config_rows(exp)
@@ -118,11 +120,18 @@ def summarise_run(exp: Experiment, prep: Prepared, replayed: Replayed, clock: pr
     pa.default_memory_pool().release_unused()  # the parts' decoded buffers: the process keeps them otherwise
     manifest = run_manifest(exp, prep, replayed, configs=configs, clock=clock)
     summary = run_summary(exp, prep, replayed, manifest=manifest, measured=measured)
-    load = replayed.load.document if replayed.load is not None else None
-    return ComparedRun.in_store(replayed.store, summary=summary, manifest=json_safe(manifest), load_doc=load)
+    load_doc = load.document if load is not None else None
+    return ComparedRun.in_store(replayed.store, summary=summary, manifest=json_safe(manifest), load_doc=load_doc)
 
 
-def publish(exp: Experiment, prep: Prepared, replayed: Replayed, run: ComparedRun, comparison: Comparison) -> None:
+def publish(
+    exp: Experiment,
+    prep: Prepared,
+    replayed: Replayed,
+    load: LoadResult | None,
+    run: ComparedRun,
+    comparison: Comparison,
+) -> None:
     """Every artifact of the run, staged, then published as a set (the completion marker last). A failure
     while staging leaves the previous run's files as they were."""
     store = replayed.store
@@ -133,6 +142,6 @@ def publish(exp: Experiment, prep: Prepared, replayed: Replayed, run: ComparedRu
         names=[c.name for c in exp.configs],
         provenance=run.summary["provenance"],
         rankings=trec_rankings(store.iter_parts(RANKING_COLUMNS)),
-        artifacts=run_files(run.summary, run.manifest, comparison.document, replayed.load, resolution=resolution),
+        artifacts=run_files(run.summary, run.manifest, comparison.document, load, resolution=resolution),
         render=html_report(store.dir),
     )

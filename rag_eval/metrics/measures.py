@@ -31,11 +31,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
 from rag_eval.metrics import perquery
 from rag_eval.metrics.columns import flat_values
 from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of
 from rag_eval.metrics.registry import LATENCY_STAGES, MISSION, Measure, measure_names
+from rag_eval.rundir.rows import LATENCY_COLUMNS, SCHEMA
 
 __all__ = [
     "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "declared_values", "doc_of", "doc_ranking",

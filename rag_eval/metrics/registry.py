@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rag_eval.harness.rows import LATENCY_COLUMNS
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 
 Group = Literal["mission", "chunk", "doc", "payload", "latency", "counts"]
 Unit = Literal["share", "score", "count", "chars", "us", "qps"]

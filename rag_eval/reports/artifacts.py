@@ -1,5 +1,5 @@
 """The files the reports make of a run, a comparison and a load measurement, rendered and named, for
-the run store to publish (:mod:`rag_eval.harness.publish` writes what it is handed, in this order).
+the run store to publish (:mod:`rag_eval.rundir.publish` writes what it is handed, in this order).
 
 >>> doc = {"run": {"dir": "r", "experiment": "e"}, "against": None, "exit_code": 0, "queries_compared": 3,
 ...        "left_out": {"only_in_run": [], "only_in_against": []}, "alpha": 0.05, "resamples": 99, "seed": 1,
@@ -18,15 +18,15 @@ from typing import Any
 import pyarrow as pa
 
 from rag_eval.files import json_safe
-from rag_eval.harness.load import LoadResult
-from rag_eval.harness.load_file import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
-from rag_eval.harness.publish import Artifact, JsonFile, ParquetFile, Ranking, Render, TextFile
+from rag_eval.loadtest.document import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
+from rag_eval.loadtest.driver import LoadResult
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking
 from rag_eval.reports.junit import render_junit
-from rag_eval.reports.load import render_load_markdown
+from rag_eval.reports.loadtest import render_load_markdown
 from rag_eval.reports.markdown import render_markdown
 from rag_eval.reports.rundata import COMPARE_FILE
 from rag_eval.reports.summary import render_summary
+from rag_eval.rundir.publish import Artifact, JsonFile, ParquetFile, Ranking, Render, TextFile
 
 REPORT_MD = "report.md"
 RESOLUTION_FILE = "resolution.json"

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_eval.core.config import RagConfig
-from rag_eval.harness.experiment import Experiment
-from rag_eval.harness.ingest import IngestResult
-from rag_eval.harness.load_settings import LoadSettings
+from rag_eval.experiment import Experiment
+from rag_eval.experiment.load_table import LoadSettings
+from rag_eval.ingest.collection import IngestResult
 from rag_eval.metrics.registry import READING_ORDER
 from rag_eval.reports.display import flatten_config, fmt, measure
-from rag_eval.reports.load import load_rows
+from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
 from rag_eval.reports.verdict import verdict_sentence
 
@@ -270,7 +270,7 @@ def print_inspect(
     collection's own names and values printed as text, never as rich markup)."""
     from rich.console import Console
 
-    from rag_eval.reports.collection import inspect_lines
+    from rag_eval.reports.existing import inspect_lines
 
     console = Console(width=200, highlight=False)
     if info is None:

@@ -24,7 +24,7 @@ from scipy import stats
 from rag_eval.metrics.measures import same_doc_pairs_of_row
 from rag_eval.reports import charts
 from rag_eval.reports.display import Measure, flatten_config, measure
-from rag_eval.reports.load import curve_chart
+from rag_eval.reports.loadtest import curve_chart
 from rag_eval.reports.rundata import TIME_COLUMNS, ReportData
 
 SWEEP_KEYS = {

@@ -31,15 +31,15 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from rag_eval.compare.rundir import unjudged_note
+from rag_eval.compare.runs import unjudged_note
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
 from rag_eval.reports import figures
-from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
+from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
-from rag_eval.reports.load import load_rows
+from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.rundata import ReportData, load_run
 from rag_eval.reports.tables import config_diff, metric_table, verdict
 from rag_eval.reports.templating import environment

@@ -23,8 +23,8 @@ import jinja2
 
 from rag_eval.metrics.perquery import KIND_LABELS
 from rag_eval.metrics.registry import LATENCY_STAGES
-from rag_eval.reports.collection import resolution_rows
 from rag_eval.reports.display import flatten_config, fmt, measure
+from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.tables import verdict
 from rag_eval.reports.templating import environment

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ReportInputError, RunDirectoryError
-from rag_eval.harness.load_file import belongs_to, read_load_file
+from rag_eval.loadtest.document import belongs_to, read_load_file
 
 COMPARE_FILE = "compare.json"
 # what the report reads of every row: a 100,000-query run's rows do not fit in memory whole as pandas objects

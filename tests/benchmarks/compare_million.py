@@ -23,9 +23,9 @@ import pyarrow.parquet as pq
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import load_gates
-from rag_eval.compare.rundir import IDENTITY, ComparedRun
-from rag_eval.harness.rows import LATENCY_COLUMNS
+from rag_eval.compare.runs import IDENTITY, ComparedRun
 from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from tests.benchmarks import synthetic
 from tests.benchmarks.compare_scale import CUTOFFS
 

@@ -21,14 +21,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from rag_eval.cluster.settings import Cluster
+from rag_eval.cluster.tasks import tasks_on
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import load_gates
-from rag_eval.compare.rundir import IDENTITY, ComparedRun
+from rag_eval.compare.runs import IDENTITY, ComparedRun
 from rag_eval.compare.tasks import TaskMap, in_process
-from rag_eval.harness.distributed import tasks_on
-from rag_eval.harness.execution import Cluster
-from rag_eval.harness.rows import LATENCY_COLUMNS
 from rag_eval.metrics.measures import summarize
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from tests.benchmarks import synthetic
 
 CUTOFFS = (1, 3, 5, 10)

@@ -4,7 +4,7 @@
         [--repeats 3] [--latency off] [--configs 1|5] [--keep DIR]
 
 A synthetic data set (precomputed vectors, no model) is ingested once into a collection of its own, then
-the replay step alone (:func:`rag_eval.harness.replay_step.replay`, what ``--workers`` distributes) runs
+the replay step alone (:func:`rag_eval.replay.step.replay`, what ``--workers`` distributes) runs
 into a fresh run store per try: serial, then each worker count, in turn, ``--repeats`` rounds. A Dask
 try includes starting and stopping its LocalCluster. Prints the medians, the ratios (overhead of 1 worker
 against serial, speed-up of each count against 1 worker), the load average before and after, and checks
@@ -27,14 +27,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from rag_eval.harness.execution import Cluster
-from rag_eval.harness.experiment import Experiment, load_experiment
-from rag_eval.harness.ingest import IngestResult
-from rag_eval.harness.replay_step import replay
-from rag_eval.harness.rows import LATENCY_COLUMNS
-from rag_eval.harness.steps import Prepared, Progress, ingest_collection, prepare
-from rag_eval.harness.store import RunStore
-from rag_eval.harness.timing import TimingPlan
+from rag_eval.cluster.settings import Cluster
+from rag_eval.experiment import Experiment, load_experiment
+from rag_eval.experiment.latency import TimingPlan
+from rag_eval.ingest.collection import IngestResult
+from rag_eval.replay.prepare import Prepared, Progress, ingest_collection, prepare
+from rag_eval.replay.step import replay
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.milvus import MilvusStore, is_server_uri
 from tests.benchmarks.memory import CONFIGS, EVIDENCE
 from tests.benchmarks.synthetic import write_dataset
@@ -53,7 +53,7 @@ def _steps(exp: Experiment, prep: Prepared, ingested: IngestResult, work: Path, 
     from rag_eval import jobs
     from rag_eval.compare.comparison import compare
     from rag_eval.compare.gates import experiment_gates
-    from rag_eval.harness import provenance
+    from rag_eval.replay import provenance
 
     out: dict[str, float] = {}
     clock = provenance.Clock.start()

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from rag_eval.core.types import KnowledgeSearchHit
-from rag_eval.harness.rows import LATENCY_COLUMNS, SCHEMA
+from rag_eval.rundir.rows import LATENCY_COLUMNS, SCHEMA
 
 DUPLICATE_SHARE = 0.10
 NO_CHUNK_INDEX_SHARE = 0.10

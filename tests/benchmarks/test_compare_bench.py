@@ -46,7 +46,7 @@ def test_compare(benchmark, results: Results, pytestconfig: pytest.Config, queri
 def default_run(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
     """The default experiment's run on Milvus Lite (all 264 queries when timed, 40 otherwise)."""
     from rag_eval import jobs
-    from rag_eval.harness.experiment import load_experiment, with_overrides
+    from rag_eval.experiment import load_experiment, with_overrides
 
     tmp = tmp_path_factory.mktemp("bench-compare-default")
     exp = load_experiment(SHIPPED / "experiments" / "default.toml")
@@ -70,8 +70,8 @@ def test_compare_command_on_the_default_experiment(benchmark, results: Results, 
 
 @pytest.fixture(scope="module")
 def two_workers() -> Iterator[object]:
-    from rag_eval.harness.distributed import tasks_on
-    from rag_eval.harness.execution import Cluster
+    from rag_eval.cluster.settings import Cluster
+    from rag_eval.cluster.tasks import tasks_on
 
     with tasks_on(Cluster(workers=2)) as run:  # started before the clock, as a running cluster is
         yield run

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from rag_eval.core.transform import KnowledgeQueryTransformer
-from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
-from rag_eval.harness.ingest import ensure_collection
-from rag_eval.harness.replay import Replayer, batches, long_lived_frozen
-from rag_eval.harness.rows import Truth
-from rag_eval.harness.steps import prepare
-from rag_eval.harness.store import RunStore
-from rag_eval.harness.timing import LatencyMode, TimingPlan
+from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment.latency import LatencyMode, TimingPlan
+from rag_eval.ingest.collection import ensure_collection
+from rag_eval.replay.batches import Replayer, batches, long_lived_frozen
+from rag_eval.replay.prepare import prepare
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.rows import Truth
 from rag_eval.search.milvus import OUTPUT_FIELDS, VECTOR_FIELD, MilvusSearch, MilvusStore, SearchTarget
 from rag_eval.search.milvus.collection import search_params
 from tests.benchmarks.conftest import SERVER_ENV, Results

@@ -13,8 +13,8 @@ import pytest
 
 from rag_eval.datasets.beir import Dataset, Document, Qrel, Query, SpanQrel
 from rag_eval.datasets.chunking import SentenceWindowChunker
-from rag_eval.datasets.locate import StoredRow
-from rag_eval.datasets.resolution import resolve
+from rag_eval.existing.locate import StoredRow
+from rag_eval.existing.resolution import resolve
 from tests.benchmarks.conftest import Results, timed
 
 

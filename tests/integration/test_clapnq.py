@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from rag_eval import jobs
-from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment import Experiment, load_experiment, with_overrides
 from tests.conftest import ROOT
 from tests.integration.test_harness_lite import check_against_pytrec_eval
 
@@ -76,7 +76,7 @@ def test_clapnq_gates_evidence_against_legacy(clapnq_run: tuple[Experiment, jobs
 def test_clapnq_run_compared_with_itself_passes(clapnq_run: tuple[Experiment, jobs.RunResult]) -> None:
     from rag_eval.compare.comparison import compare
     from rag_eval.compare.gates import experiment_gates
-    from rag_eval.compare.rundir import ComparedRun
+    from rag_eval.compare.runs import ComparedRun
 
     exp, result = clapnq_run
     run = ComparedRun.from_dir(result.out)
@@ -91,7 +91,7 @@ def test_clapnq_run_compared_with_itself_passes(clapnq_run: tuple[Experiment, jo
     ["same_doc_multi_chunk_recall drop <= 0.02", "chunk:nDCG@5 drop <= 0.02", "latency:postprocess:p95 growth <= 20%"],
 )
 def test_clapnq_aa_simulation_fires_in_at_most_alpha(clapnq_run: tuple[Experiment, jobs.RunResult], spec: str) -> None:
-    from rag_eval.compare.rundir import ComparedRun
+    from rag_eval.compare.runs import ComparedRun
     from tests.integration.test_compare_calibration import aa_fire_rate, at_most_alpha
 
     _, result = clapnq_run

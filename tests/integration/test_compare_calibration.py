@@ -28,10 +28,10 @@ from rag_eval.compare.catalog import catalog, find_metric
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import RelativeCheck, gates_from_table, load_gates, parse_check
 from rag_eval.compare.history import read_history
-from rag_eval.compare.rundir import ComparedRun
+from rag_eval.compare.runs import ComparedRun
 from rag_eval.compare.stats import Settings, aggregate, paired_compare
 from rag_eval.compare.verdicts import gate_alternative
-from rag_eval.harness.experiment import load_experiment, with_overrides
+from rag_eval.experiment import load_experiment, with_overrides
 from tests.conftest import SHIPPED
 
 pytestmark = [pytest.mark.milvus_lite, pytest.mark.slow]

@@ -20,11 +20,13 @@ import pytest
 from distributed import LocalCluster
 
 from rag_eval import cli, jobs
+from rag_eval.cluster.settings import Cluster
+from rag_eval.cluster.tasks import connect
 from rag_eval.core.errors import ClusterError, RunStoreError, SearchUnavailableError
-from rag_eval.harness.distributed import BatchTask, WorkerJob, connect, replay_batches
-from rag_eval.harness.execution import Cluster
-from rag_eval.harness.experiment import load_experiment, with_overrides
-from rag_eval.harness.rows import LATENCY_COLUMNS, Truth
+from rag_eval.experiment import load_experiment, with_overrides
+from rag_eval.replay.strategies import replay_batches
+from rag_eval.replay.workers import BatchTask, WorkerJob
+from rag_eval.rundir.rows import LATENCY_COLUMNS, Truth
 from rag_eval.search.milvus import IndexSpec, SearchTarget
 from tests.conftest import ROOT, SHIPPED
 from tests.integration.test_run_guarantees import _interrupted_run
@@ -114,7 +116,7 @@ def test_resume_on_workers_runs_only_the_missing_batches(tmp_path: Path) -> None
 def test_batches_the_workers_wrote_out_of_reach_are_an_error_not_a_smaller_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rag_eval.harness import strategies
+    from rag_eval.replay import strategies
 
     # as if remote workers had written into a .parts of their own machine's: nothing arrives here
     monkeypatch.setattr(strategies, "replay_batches", lambda *args, **kwargs: 3)
@@ -141,7 +143,7 @@ def test_a_worker_that_cannot_reach_milvus_is_an_infrastructure_error(tmp_path: 
 
 
 def test_a_cluster_picks_the_dask_strategy_on_a_client_with_its_workers() -> None:
-    from rag_eval.harness.strategies import DaskReplay, strategy_for
+    from rag_eval.replay.strategies import DaskReplay, strategy_for
 
     with strategy_for(Cluster(workers=1)) as strategy:
         assert isinstance(strategy, DaskReplay) and strategy.cluster == Cluster(workers=1)
@@ -212,7 +214,7 @@ def _dies(task: object, shared: object) -> object:
 
 
 def test_a_comparison_that_loses_its_workers_is_infrastructure_not_a_verdict() -> None:
-    from rag_eval.harness.distributed import tasks_on
+    from rag_eval.cluster.tasks import tasks_on
 
     with tasks_on(Cluster(workers=1)) as run, pytest.raises(ClusterError, match="lost its Dask workers") as caught:
         run(_dies, [1], None)

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_eval import jobs
+from rag_eval.cluster.settings import Cluster
 from rag_eval.core.errors import RagEvalError
-from rag_eval.harness.execution import Cluster
 from tests.integration.test_distributed import small
 
 pytestmark = pytest.mark.milvus_lite

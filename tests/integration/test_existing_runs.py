@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_eval.cli import main
-from rag_eval.harness.experiment import load_experiment
-from rag_eval.harness.rows import LATENCY_COLUMNS
-from rag_eval.harness.steps import prepare
+from rag_eval.experiment import load_experiment
+from rag_eval.replay.prepare import prepare
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from tests.conftest import ROOT, SHIPPED
 
 CONFIGS = """

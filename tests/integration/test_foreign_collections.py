@@ -15,8 +15,8 @@ import pytest
 
 from rag_eval.core.types import KnowledgeSearchRequest
 from rag_eval.search.milvus import MilvusSearch, SearchTarget, is_server_uri
+from rag_eval.search.milvus.existing import ForeignCollection
 from rag_eval.search.milvus.fields import parse_field_map
-from rag_eval.search.milvus.foreign import ForeignCollection
 from rag_eval.search.milvus.suggest import suggest
 
 DIM = 8

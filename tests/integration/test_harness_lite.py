@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_eval import jobs
-from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
-from rag_eval.harness.replay import Replayer
-from rag_eval.harness.rows import LATENCY_COLUMNS
+from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.replay.batches import Replayer
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from tests.conftest import ROOT, SHIPPED
 from tests.unit.frames import per_query_frame
 
@@ -263,7 +263,7 @@ def test_ctrl_c_then_resume_with_the_command(tmp_path: Path) -> None:
 
 def test_resume_refuses_a_different_experiment(tmp_path: Path) -> None:
     from rag_eval.core.errors import ConfigError
-    from rag_eval.harness.store import RunStore
+    from rag_eval.rundir.directory import RunStore
 
     RunStore(tmp_path / "run").begin({"experiment": "a", "configs": {"x": "1"}}, resume=False)
     with pytest.raises(ConfigError, match=r'experiment \("a" -> "b"\); configs'):

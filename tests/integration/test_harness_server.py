@@ -14,7 +14,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.core.errors import UnsupportedFeatureError
-from rag_eval.harness.experiment import load_experiment, with_overrides
+from rag_eval.experiment import load_experiment, with_overrides
 from tests.conftest import ROOT, SHIPPED
 
 
@@ -107,7 +107,7 @@ def test_two_runs_on_the_server_give_identical_rows(
     configs only post-process the same hits otherwise."""
     import pandas as pd
 
-    from rag_eval.harness.rows import LATENCY_COLUMNS
+    from rag_eval.rundir.rows import LATENCY_COLUMNS
 
     drop_after(server_uri, collection_name)
     exp = with_overrides(

@@ -16,8 +16,8 @@ import pytest
 from rag_eval import jobs
 from rag_eval.core.ports import KnowledgeSearchPort
 from rag_eval.core.types import KnowledgeSearchRequest
-from rag_eval.harness.experiment import ConfigSpec, load_experiment, with_overrides
-from rag_eval.harness.rows import LATENCY_COLUMNS
+from rag_eval.experiment import ConfigSpec, load_experiment, with_overrides
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore
 from tests.conftest import SHIPPED

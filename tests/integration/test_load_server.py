@@ -17,8 +17,8 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.compare.gates import GateSet, parse_check
-from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
-from rag_eval.harness.load_settings import LoadSettings
+from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.search.milvus import MilvusStore
 from tests.conftest import ROOT, SHIPPED
 from tests.milvus_target import target

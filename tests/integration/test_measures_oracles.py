@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_eval import jobs
-from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment import Experiment, load_experiment, with_overrides
 from tests.conftest import SHIPPED
 from tests.integration.test_existing_runs import example_collection
 from tests.integration.test_harness_lite import check_against_pytrec_eval, read_trec_qrels, read_trec_run

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from rag_eval import jobs
-from rag_eval.harness.experiment import load_experiment, with_overrides
+from rag_eval.experiment import load_experiment, with_overrides
 from tests.conftest import SHIPPED
 
 pytestmark = pytest.mark.milvus_lite

@@ -60,7 +60,7 @@ def _interrupted_run(tmp_path: Path, dataset: Path, uri: str) -> Path:
     out = tmp_path / "run"
     code = (
         "import sys; from rag_eval import cli\n"
-        "from rag_eval.harness import replay\n"
+        "from rag_eval.replay import batches as replay\n"
         "orig = replay.Replayer.run_batch\n"
         "calls = {'n': 0}\n"
         "def crash(self, batch):\n"

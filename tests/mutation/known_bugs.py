@@ -34,7 +34,7 @@ class Bug:
 
 
 PROJ = "tests/unit/core/test_projector_edges.py::"
-LOSS = "tests/unit/harness/test_loss_stages.py::"
+LOSS = "tests/unit/rundir/test_loss_stages.py::"
 MEAS = "tests/unit/metrics/test_measure_definitions.py::"
 ORAC = "tests/unit/metrics/test_oracles.py::"
 
@@ -64,7 +64,7 @@ BUGS = (
     Bug(
         3,
         "a chunk hit twice under different keys takes its loss stage from the worse-ranked copy",
-        "rag_eval/harness/rows.py",
+        "rag_eval/rundir/rows.py",
         "if chunk not in out or entry.original_rank < out[chunk][0]:",
         "if chunk not in out or entry.original_rank > out[chunk][0]:",
         (
@@ -75,7 +75,7 @@ BUGS = (
     Bug(
         4,
         "the content hash stops folding case",
-        "rag_eval/harness/content.py",
+        "rag_eval/content.py",
         'return " ".join(text.lower().split())',
         'return " ".join(text.split())',
         (
@@ -113,7 +113,7 @@ BUGS = (
     Bug(
         8,
         "with port order unlike score order a dedup entry names the loss stage",
-        "rag_eval/harness/rows.py",
+        "rag_eval/rundir/rows.py",
         "continue  # its key's primary is a copy of the same chunk and carries the fate",
         "pass  # its key's primary is a copy of the same chunk and carries the fate",
         (LOSS + "test_port_order_unlike_score_order_a_dedup_copy_does_not_name_the_stage",),

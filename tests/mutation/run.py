@@ -1,7 +1,7 @@
 """``make mutate``: mutation testing of the modules that compute what the harness reports.
 
 Steps: the known one-line bugs (``known_bugs.py``) must each be caught; then mutmut mutates
-``rag_eval/core``, ``rag_eval/metrics`` and ``rag_eval/harness/rows.py`` (``[tool.mutmut]`` in
+``rag_eval/core``, ``rag_eval/metrics`` and ``rag_eval/rundir/rows.py`` (``[tool.mutmut]`` in
 pyproject.toml) from scratch and runs the fast tests against every mutant; then every mutant that no
 test killed must be listed in ``equivalent.toml`` with the reason no test can tell it from the code.
 
@@ -107,7 +107,7 @@ def toml_string(text: str) -> str:
 
 
 def package_of(path: str) -> str:
-    return "rag_eval/harness/rows.py" if path.startswith("rag_eval/harness") else str(Path(path).parent)
+    return "rag_eval/rundir/rows.py" if path.startswith("rag_eval/rundir") else str(Path(path).parent)
 
 
 def score_table(mutants: list[Mutant], equivalent_names: set[str], seconds: float | None) -> str:

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import pyarrow as pa
 
-from rag_eval.harness.rows import SCHEMA
-from rag_eval.harness.store import RunStore
 from rag_eval.metrics import perquery
 from rag_eval.metrics.measures import as_arrow
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.rows import SCHEMA
 
 
 def read_parts(store: RunStore) -> pa.Table:

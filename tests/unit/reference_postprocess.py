@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from rag_eval.content import content_sha
 from rag_eval.core.identity import RANK_PREFIX, VECTOR_PREFIX
 from rag_eval.core.postprocess import PostProcessOutcome, SelectedEvidence, Stage, TraceEntry
 from rag_eval.core.types import HitReason, RetrievedEvidenceCandidate
-from rag_eval.harness.content import content_sha
 
 
 def legacy_document_key(candidate: RetrievedEvidenceCandidate) -> str:

@@ -22,8 +22,8 @@ from rag_eval.core.lookup import LookupRecord, Pipeline
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.datasets.chunking import Chunk
-from rag_eval.harness.ingest import IngestRow
-from rag_eval.harness.rows import Truth, build_row, rows_to_table
+from rag_eval.ingest.collection import IngestRow
+from rag_eval.rundir.rows import Truth, build_row, rows_to_table
 
 HINTS = KnowledgeQueryTransformer().transform("why is the replica behind")
 

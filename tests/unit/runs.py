@@ -10,11 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from rag_eval.compare.rundir import ComparedRun
+from rag_eval.compare.runs import ComparedRun
 from rag_eval.files import write_json
-from rag_eval.harness.rows import SCHEMA, rows_to_table
-from rag_eval.harness.store import MARKER
 from rag_eval.metrics.measures import summarize
+from rag_eval.rundir.directory import MARKER
+from rag_eval.rundir.rows import SCHEMA, rows_to_table
 
 CUTOFFS = (1, 5)
 

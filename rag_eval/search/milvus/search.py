@@ -45,7 +45,7 @@ from rag_eval.search.milvus.collection import (
     stored_index,
 )
 from rag_eval.search.milvus.connection import Connection
-from rag_eval.search.milvus.foreign import foreign_collection, foreign_hit
+from rag_eval.search.milvus.existing import foreign_collection, foreign_hit
 from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_query_cache, probe_templating
 from rag_eval.search.milvus.readiness import settle

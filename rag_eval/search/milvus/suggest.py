@@ -12,7 +12,7 @@ with each library's own store):
 - milvus-haystack: ``id`` VARCHAR (a content hash), ``text``, ``vector``; every meta key a dynamic field.
 - rag_eval's own: ``vector_id``, ``doc_id``, ``chunk_index``, ``content``, ``char_start``/``char_end``.
 
-Pure Python: it reads a :class:`~rag_eval.search.milvus.foreign.CollectionInfo` and sample rows.
+Pure Python: it reads a :class:`~rag_eval.search.milvus.existing.CollectionInfo` and sample rows.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rag_eval.search.milvus.foreign import CollectionInfo
+from rag_eval.search.milvus.existing import CollectionInfo
 
 # names a value is usually stored under, most telling first
 _NAMES: dict[str, tuple[str, ...]] = {

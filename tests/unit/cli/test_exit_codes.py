@@ -115,8 +115,8 @@ def test_ctrl_c_before_any_batch_says_there_is_nothing_to_resume(
 def test_ctrl_c_with_an_unfinished_run_in_the_directory_advises_resume(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rag_eval.harness.store import RunStore
     from rag_eval.jobs import run as run_job
+    from rag_eval.rundir.directory import RunStore
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

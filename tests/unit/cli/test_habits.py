@@ -12,7 +12,7 @@ import pytest
 from rag_eval import cli
 from rag_eval.cli_flags import COMMANDS, PATHS
 from rag_eval.core.config import RagConfig
-from rag_eval.harness.experiment import load_experiment
+from rag_eval.experiment import load_experiment
 from tests.conftest import ROOT, SHIPPED
 
 SHIPPED_PROPERTIES = sorted(p for p in ROOT.rglob("*.properties") if not {".venv", "reports"} & set(p.parts))

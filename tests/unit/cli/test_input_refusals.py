@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rag_eval.core.errors import ConfigError
-from rag_eval.harness.experiment import load_experiment
+from rag_eval.experiment import load_experiment
 from rag_eval.search.milvus.schema import redact_uri, uri_problem
 from tests.conftest import SHIPPED
 

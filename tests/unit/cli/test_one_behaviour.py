@@ -13,7 +13,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.core.errors import ConfigError
-from rag_eval.harness.experiment import default_experiment, load_experiment, with_overrides
+from rag_eval.experiment import default_experiment, load_experiment, with_overrides
 from tests.conftest import SHIPPED
 
 EXPERIMENTS = SHIPPED / "experiments"

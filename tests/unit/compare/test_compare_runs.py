@@ -16,11 +16,11 @@ from rag_eval.cli import main
 from rag_eval.compare.comparison import SCHEMA_KEYS, compare
 from rag_eval.compare.gates import gates_from_table, load_gates
 from rag_eval.compare.history import accept, accepted_dir, append_history, read_history, trend
-from rag_eval.compare.rundir import ComparedRun
+from rag_eval.compare.runs import ComparedRun
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.files import json_safe
-from rag_eval.harness.publish import write_set
 from rag_eval.reports.artifacts import comparison_files
+from rag_eval.rundir.publish import write_set
 from tests.unit.runs import config, make_run, pair_rows, row
 
 GATES = load_gates("nightly")

@@ -18,7 +18,7 @@ from scipy import stats
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import AbsoluteCheck, GateSet, RelativeCheck, parse_check
-from rag_eval.compare.load_gates import LoadSource, evaluate, parse_load_metric
+from rag_eval.compare.loadtest_gates import LoadSource, evaluate, parse_load_metric
 from rag_eval.compare.stats import Settings
 from rag_eval.files import write_json
 from tests.unit.runs import config, make_run, pair_rows
@@ -212,7 +212,7 @@ def test_bad_load_checks_name_the_check(spec: str, message: str) -> None:
 
 def test_an_accepted_baseline_keeps_its_load_measurement(tmp_path: Path) -> None:
     from rag_eval.compare.history import accept
-    from rag_eval.compare.rundir import ComparedRun
+    from rag_eval.compare.runs import ComparedRun
 
     base = [40.0, 41.0, 39.0, 40.0]
     run = run_with(tmp_path, doc(level("base", 4, base), level("cand", 4, base)))

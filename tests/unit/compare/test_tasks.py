@@ -8,7 +8,7 @@ from typing import Any
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import load_gates
-from rag_eval.compare.rundir import ComparedRun
+from rag_eval.compare.runs import ComparedRun
 from rag_eval.compare.tasks import Names, stable
 from tests.unit.runs import config, make_run, pair_rows
 

@@ -14,8 +14,8 @@ from rag_eval.core.lookup import Pipeline
 from rag_eval.core.postprocess import LegacyFirstPostProcessor, Stage
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import KnowledgeSearchHit, hit_order, to_candidates
-from rag_eval.harness.experiment import load_experiment
-from rag_eval.harness.whatif import ContentDedupPostProcessor
+from rag_eval.experiment import load_experiment
+from rag_eval.experiment.whatif import ContentDedupPostProcessor
 
 from ..helpers import hit
 

@@ -22,10 +22,10 @@ from rag_eval.core.errors import (
 )
 from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
-from rag_eval.harness.experiment import default_experiment, with_overrides
+from rag_eval.experiment import default_experiment, with_overrides
 from tests.conftest import SHIPPED
 from tests.unit.datasets.test_loaders import write_dataset
-from tests.unit.harness.test_experiment_refusals import experiment, refused
+from tests.unit.experiment.test_experiment_refusals import experiment, refused
 
 HUGE = 52_428_800  # 50 MB
 LONG = 1_000_000
@@ -128,7 +128,7 @@ def test_long_keys_of_a_toml_config_or_an_experiment_are_cut(tmp_path: Path) -> 
     with pytest.raises(ConfigError) as err:
         RagConfig.from_toml_table({"k" * LONG: 1})
     _short_with_length(str(err.value), LONG)
-    from rag_eval.harness.experiment import load_experiment
+    from rag_eval.experiment import load_experiment
 
     for extra in (f'{"k" * LONG} = 1', f"[{'t' * LONG}]"):
         with pytest.raises(ConfigError) as err:

@@ -21,7 +21,7 @@ from rag_eval.core.postprocess import (
     sort_candidates,
 )
 from rag_eval.core.types import Candidates, Deferred, KnowledgeSearchHit, RetrievedEvidenceCandidate, to_candidates
-from rag_eval.harness.whatif import ContentDedupPostProcessor
+from rag_eval.experiment.whatif import ContentDedupPostProcessor
 from tests.budget import examples
 
 from .. import reference_postprocess as ref

@@ -16,7 +16,7 @@ from rag_eval import cli
 from rag_eval.core.config import RagConfig, _misspelt_rag_key, encoding_problem
 from rag_eval.core.errors import ConfigError
 from tests.conftest import SHIPPED
-from tests.unit.harness.test_experiment_refusals import experiment, refused
+from tests.unit.experiment.test_experiment_refusals import experiment, refused
 
 TEXT = "rag.retrieve-k=7\nrag.return-n=3\n"
 ENCODED = {

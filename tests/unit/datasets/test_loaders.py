@@ -192,7 +192,7 @@ def test_a_run_on_a_split_without_labels_is_refused_before_anything_is_written(
 
     from rag_eval import cli
     from tests.conftest import SHIPPED
-    from tests.unit.harness.test_experiment_refusals import experiment
+    from tests.unit.experiment.test_experiment_refusals import experiment
 
     data = tmp_path / "data"
     shutil.copytree(SHIPPED, data, ignore=shutil.ignore_patterns("src", "experiments"))

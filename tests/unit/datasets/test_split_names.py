@@ -13,10 +13,10 @@ import pytest
 from rag_eval import cli
 from rag_eval.core.errors import ConfigError, DatasetError
 from rag_eval.datasets.beir import load_beir
-from rag_eval.harness.experiment import experiment_from_table
-from rag_eval.harness.store import RunStore
+from rag_eval.experiment import experiment_from_table
+from rag_eval.rundir.directory import RunStore
 from tests.conftest import SHIPPED
-from tests.unit.harness.test_experiment_refusals import EVIDENCE, experiment, refused
+from tests.unit.experiment.test_experiment_refusals import EVIDENCE, experiment, refused
 
 HOSTILE = ["../../../elsewhere/PWNED", "../test", "/etc/passwd", "a/b", "..", ".", "", "te st", "-x", "x\0", "t\\x"]
 

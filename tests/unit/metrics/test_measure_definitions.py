@@ -12,8 +12,8 @@ import math
 import pytest
 
 from rag_eval.core.config import RagConfig
-from rag_eval.harness.rows import build_row, content_sha
 from rag_eval.metrics.measures import summarize
+from rag_eval.rundir.rows import build_row, content_sha
 from tests.unit.frames import per_query_frame
 
 from ..rowkit import as_table, replay_record, replay_row, stored, truth_for

@@ -15,10 +15,10 @@ from rag_eval.core.lookup import Pipeline
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.datasets.chunking import Chunk
-from rag_eval.harness.ingest import IngestRow
-from rag_eval.harness.rows import Truth, build_row
-from rag_eval.harness.whatif import ContentDedupPostProcessor
+from rag_eval.experiment.whatif import ContentDedupPostProcessor
+from rag_eval.ingest.collection import IngestRow
 from rag_eval.metrics.measures import summarize
+from rag_eval.rundir.rows import Truth, build_row
 from tests.budget import examples
 
 HINTS = KnowledgeQueryTransformer().transform("q")

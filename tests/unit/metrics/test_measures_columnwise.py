@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag_eval.harness.rows import SCHEMA
 from rag_eval.metrics import columns, measures, perquery
+from rag_eval.rundir.rows import SCHEMA
 from tests.benchmarks import synthetic
 from tests.budget import examples
 

@@ -18,7 +18,6 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.compare.catalog import catalog, metric
-from rag_eval.harness.rows import LATENCY_COLUMNS
 from rag_eval.metrics.measures import declared_values, latency_stats, summary_frame
 from rag_eval.metrics.registry import (
     FIXED,
@@ -39,6 +38,7 @@ from rag_eval.reports.display import flatten_config, measure
 from rag_eval.reports.html import render_context
 from rag_eval.reports.markdown import IDENTITY_MEASURES, render_markdown
 from rag_eval.reports.rundata import load_run
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from tests.report_runs import synthetic_run
 
 CUTOFFS = (1, 3, 5, 10)

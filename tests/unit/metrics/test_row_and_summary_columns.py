@@ -15,8 +15,8 @@ import pytest
 from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import Pipeline, StageTimings
 from rag_eval.core.types import KnowledgeSearchHit
-from rag_eval.harness.rows import SCHEMA, build_row, rows_to_table
 from rag_eval.metrics.measures import COPY, SAME_TEXT, doc_of, summarize, summary_frame
+from rag_eval.rundir.rows import SCHEMA, build_row, rows_to_table
 
 from ..rowkit import HINTS, as_hit, as_table, replay_record, stored, truth_for
 

@@ -115,9 +115,9 @@ def test_measure_columns_are_float_and_a_lone_chunk_is_one_chunk_of_its_document
     config = [{"name": "c", "cap": 2, "cap_aware": 2, "return_n": 10}]
     values = query_values(as_table([lone]), configs=config, cutoffs=CUTOFFS)
     assert values.loc[0, "max_doc_chunks"] == 1
-    from rag_eval.harness.rows import SCHEMA
     from rag_eval.metrics import perquery
     from rag_eval.metrics.measures import as_arrow
+    from rag_eval.rundir.rows import SCHEMA
 
     computed = perquery.compute(as_arrow(as_table([lone]), SCHEMA.names), CUTOFFS, {"c": 2}, {"c": 2})
     assert computed.max_doc_chunks.tolist() == [1] and computed.max_doc_chunks.dtype == np.int64  # a count

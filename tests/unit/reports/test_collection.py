@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rag_eval.reports.collection import inspect_lines, resolution_rows
-from rag_eval.search.milvus.foreign import CollectionInfo, FieldInfo, IndexInfo
+from rag_eval.reports.existing import inspect_lines, resolution_rows
+from rag_eval.search.milvus.existing import CollectionInfo, FieldInfo, IndexInfo
 from rag_eval.search.milvus.suggest import suggest
 
 INFO = CollectionInfo(

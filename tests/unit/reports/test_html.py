@@ -332,7 +332,7 @@ def test_experiment_report_settings() -> None:
     import tomllib
 
     from rag_eval.core.errors import ConfigError
-    from rag_eval.harness.experiment import experiment_from_table
+    from rag_eval.experiment import experiment_from_table
     from tests.conftest import SHIPPED
 
     base = SHIPPED / "experiments"

@@ -14,7 +14,7 @@ import pytest
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import gates_from_table
-from rag_eval.harness.timing import TimingPlan, latency_note
+from rag_eval.experiment.latency import TimingPlan, latency_note
 from rag_eval.metrics.registry import LATENCY_STAGES
 from rag_eval.reports.markdown import IDENTITY_MEASURES, identity_rows, md_text, render_markdown
 from tests.report_runs import HOSTILE, synthetic_run

@@ -1,0 +1,257 @@
+"""Run directories as a comparison reads them: the per-query table, the summary and the manifest.
+
+Nothing here talks to Milvus: a comparison needs only what a run wrote. The per-query table is the
+single source of truth; the summary gives the run's name, baseline and cutoffs, the manifest the
+configs (cap, return-n, pipeline) and the provenance that says whether two runs may be paired.
+
+>>> ComparedRun.from_dir("/nonexistent")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+rag_eval.core.errors.RunDirectoryError: /nonexistent: not a run directory (no per_query.parquet, ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rag_eval.core.errors import RunDirectoryError
+from rag_eval.metrics import perquery
+from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
+from rag_eval.rundir.directory import MARKER, RunStore, is_finished
+from rag_eval.rundir.rows import SCHEMA
+
+RUN_FILES = ("per_query.parquet", "summary.json", "manifest.json")
+IDENTITY = ("query_id", "config", "query_index")  # the columns a run keeps in memory
+VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
+PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
+
+
+def check_run_dir(path: Path) -> None:
+    """Refuse a directory that holds no finished run: its files missing, or not all published."""
+    missing = [name for name in RUN_FILES if not (path / name).is_file()]
+    if missing:
+        raise RunDirectoryError(
+            f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
+            path=str(path),
+        )
+    if not is_finished(path):
+        raise RunDirectoryError(
+            f"the run's files were not all published (no {MARKER}: it stopped while writing them): run it again",
+            path=str(path),
+        )
+
+
+@dataclass(frozen=False, kw_only=True)
+class ComparedRun:
+    """One run, from its directory or from memory (a run that is being written)."""
+
+    dir: Path | None
+    table: pd.DataFrame  # every per-query column, or only query_id, config and query_index with ``rows``
+    summary: Mapping[str, Any]
+    manifest: Mapping[str, Any]
+    load_doc: Mapping[str, Any] | None = None  # a load measurement still in memory; else DIR/load.json is read
+    # the per-query rows read again, one batch at a time (only the given columns): a run's parts or its
+    # per_query.parquet; None: ``table`` holds them all
+    rows: Callable[[Sequence[str]], Iterator[pa.Table]] | None = None
+
+    @classmethod
+    def from_dir(cls, directory: str | Path) -> ComparedRun:
+        path = Path(directory)
+        check_run_dir(path)
+        per_query = path / "per_query.parquet"
+        try:
+            present = set(pq.read_schema(per_query).names)
+            table = pq.read_table(per_query, columns=[c for c in IDENTITY if c in present]).to_pandas()
+            summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
+
+        def rows(columns: Sequence[str]) -> Iterator[pa.Table]:
+            # a run written before a column existed (an accepted baseline) reads it as missing values
+            absent = [c for c in columns if c not in present and c in SCHEMA.names]
+            try:
+                for batch in pq.ParquetFile(per_query).iter_batches(columns=list(columns), batch_size=8192):
+                    table = pa.Table.from_batches([batch])
+                    for name in absent:
+                        field = SCHEMA.field(name)
+                        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+                    yield table
+            except (OSError, pa.ArrowException) as exc:
+                raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
+
+        run = cls(dir=path, table=table, summary=summary, manifest=manifest, rows=rows)
+        run.check()
+        return run
+
+    @classmethod
+    def in_store(
+        cls, store: RunStore, *, summary: Mapping[str, Any], manifest: Mapping[str, Any], load_doc: Any = None
+    ) -> ComparedRun:
+        """A run still being written: the identity columns of its parts in memory, every other column read
+        again from the parts, one batch at a time, when a comparison asks for it."""
+        identity = pa.concat_tables([SCHEMA.empty_table().select(list(IDENTITY)), *store.iter_parts(IDENTITY)])
+        return cls(
+            dir=store.dir, table=identity.to_pandas(), summary=summary, manifest=manifest, rows=store.iter_parts,
+            load_doc=load_doc,
+        )  # fmt: skip
+
+    def check(self) -> None:
+        where = str(self.dir) if self.dir else "(run)"
+        names = [c.get("name") for c in self.configs]
+        for key in ("query_id", "config"):
+            if key not in self.table.columns:
+                raise RunDirectoryError(f"per_query.parquet has no {key!r} column", path=where)
+        unknown = sorted(set(self.table["config"]) - set(names))
+        if unknown:
+            raise RunDirectoryError(f"per_query.parquet has configs the manifest does not list: {unknown}", path=where)
+        if self.table.duplicated(["query_id", "config"]).any():
+            raise RunDirectoryError("per_query.parquet lists a (query, config) pair twice", path=where)
+
+    # -- what the run says about itself ---------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        return str(self.dir) if self.dir is not None else "(this run)"
+
+    @property
+    def started(self) -> dict[str, Any]:
+        """The run's start and fingerprint, as ``compare.json`` records the run it compared."""
+        return {"started": self.manifest.get("started"), "fingerprint": self.manifest.get("fingerprint")}
+
+    @property
+    def experiment(self) -> str:
+        return str(self.summary.get("experiment") or self.manifest.get("experiment", {}).get("name", ""))
+
+    @property
+    def baseline(self) -> str:
+        return str(self.summary.get("baseline") or self.manifest.get("experiment", {}).get("baseline", ""))
+
+    @property
+    def configs(self) -> list[Mapping[str, Any]]:
+        return list(self.manifest.get("configs", []))
+
+    @property
+    def config_names(self) -> list[str]:
+        return [str(c["name"]) for c in self.configs]
+
+    def config(self, name: str) -> Mapping[str, Any]:
+        return next(c for c in self.configs if c["name"] == name)
+
+    @property
+    def cutoffs(self) -> tuple[int, ...]:
+        return tuple(int(k) for k in self.summary.get("cutoffs") or self.manifest.get("experiment", {}).get("cutoffs"))
+
+    @property
+    def query_ids(self) -> list[str]:
+        return sorted(set(self.table["query_id"]))
+
+    def data_identity(self) -> dict[str, Any]:
+        """What must be equal for two runs to be paired by query id."""
+        ds = self.manifest.get("dataset", {})
+        exp = self.manifest.get("experiment", {})
+        return {
+            "data set checksum": ds.get("checksum"),
+            "split": ds.get("split"),
+            "chunker": exp.get("chunker"),
+            "labels": (ds.get("label_level"), exp.get("min_overlap_chars")),
+        }
+
+    def setting_identity(self) -> dict[str, Any]:
+        """What may differ between paired runs, but a reader should be told about."""
+        mv = self.manifest.get("milvus", {})
+        built = mv.get("collection_manifest") or {}
+        return {
+            # a collection built elsewhere: another fingerprint is a re-ingest, labels resolved again
+            "collection (name, fingerprint)": [mv.get("collection"), built.get("fingerprint")],
+            "index": mv.get("index"),
+            "Milvus backend": (mv.get("backend"), mv.get("server_version")),
+            "ingest profile": self.manifest.get("experiment", {}).get("ingest_profile"),
+            "git commit": self.manifest.get("git", {}).get("commit"),
+        }
+
+    # -- per-unit values ------------------------------------------------------------------------
+
+    @cached_property
+    def values(self) -> pd.DataFrame:
+        """Per-query values of every config (see :func:`rag_eval.metrics.measures.query_values`)."""
+        source = self.table if self.rows is None else self.rows(VALUE_COLUMNS)
+        return query_values(source, configs=self.configs, cutoffs=self.cutoffs)
+
+    @cached_property
+    def pairs(self) -> pd.DataFrame:
+        """(query, document) pairs with >= 2 relevant chunks, per config."""
+        source = self.table if self.rows is None else self.rows(PAIR_SOURCE)
+        return pair_frame(source, {str(c["name"]): c.get("cap_aware") for c in self.configs})
+
+
+def check_pairable(identity: Mapping[str, Any], earlier: ComparedRun) -> None:
+    """Refuse, before anything runs, to pair a run over the data ``identity`` names (see
+    :meth:`ComparedRun.data_identity`) with ``earlier``, a run over other data."""
+    theirs = earlier.data_identity()
+    diff = [f"{k}: {identity[k]} vs {theirs[k]}" for k in identity if identity[k] != theirs[k]]
+    if diff:
+        raise RunDirectoryError(
+            f"this run would not pair with it: {'; '.join(diff)}; accept a run over the current data "
+            "(rag-eval accept) or give --intersection",
+            path=earlier.label,
+        )
+
+
+def differences(run: ComparedRun, against: ComparedRun) -> tuple[list[str], list[str]]:
+    """(data differences that forbid pairing, setting differences to report)."""
+    data = _diff(run.data_identity(), against.data_identity())
+    settings = _diff(run.setting_identity(), against.setting_identity())
+    return data, settings
+
+
+def _diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    return [f"{key}: {_short(a[key])} vs {_short(b[key])}" for key in a if a[key] != b[key]]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:16] + "..."
+
+
+def common_queries(run: ComparedRun, against: ComparedRun | None) -> tuple[list[str], list[str], list[str]]:
+    """(query ids in both, only in run, only in against)."""
+    mine = set(run.query_ids)
+    if against is None:
+        return sorted(mine), [], []
+    theirs = set(against.query_ids)
+    return sorted(mine & theirs), sorted(mine - theirs), sorted(theirs - mine)
+
+
+def pairings(run: ComparedRun, against: ComparedRun | None) -> Sequence[tuple[str, str, str]]:
+    """(baseline config, candidate config, where the baseline comes from) for every comparison:
+    within a run every other config against its baseline; against another run every config against
+    the same-named config there, else that run's baseline."""
+    if against is None:
+        return [(run.baseline, name, "run") for name in run.config_names if name != run.baseline]
+    names = set(against.config_names)
+    return [(name if name in names else against.baseline, name, "against") for name in run.config_names]
+
+
+def unjudged_note(summary: Mapping[str, Any]) -> str | None:
+    """What a verdict says of a run where most queries have no relevance label (fewer than half judged): its
+    measures rest on the few that have one. None when most are judged.
+
+    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 10}}})
+    'most queries are unjudged: 10 of 40 have a relevance label, and only those are measured'
+    >>> unjudged_note({"baseline": "a", "configs": {"a": {"queries": 40, "judged_queries": 20}}}) is None
+    True
+    """
+    counts = (summary.get("configs") or {}).get(summary.get("baseline")) or summary
+    queries, judged = counts.get("queries"), counts.get("judged_queries")
+    if not isinstance(queries, int) or not isinstance(judged, int) or queries <= 0 or 2 * judged >= queries:
+        return None
+    return f"most queries are unjudged: {judged} of {queries} have a relevance label, and only those are measured"

@@ -1,0 +1,346 @@
+"""Where a stored row's text sits in its source document: the labels of a collection someone else built.
+
+A collection built by another ingest (its own chunker, its own schema) holds rows that are not our chunks.
+Span labels are character ranges in the source documents, so a row becomes labelled once its text is
+found in a document: it is then relevant to a query when its range overlaps one of the query's spans
+(:mod:`rag_eval.datasets.labels`), whatever chunker wrote it.
+
+A row is located, in this order:
+
+1. by its stored ``start``/``end`` offsets, when the collection has them and the text there is the row's
+   (exactly, or equal once case and whitespace are folded); offsets that disagree are counted and ignored;
+2. **exactly**: the row's text is a substring of its stored document;
+3. **normalised**: the same once both are case-folded and every run of whitespace is one space;
+4. **fuzzy**: the best partial alignment of the normalised texts (``rapidfuzz.fuzz.partial_ratio_alignment``,
+   an indel-distance similarity from 0 to 100) scores at least ``fuzzy_threshold`` (90 by default: a
+   1,000-character row may differ in about 50 characters, e.g. a header or cleaned markup, not in content);
+
+first in the document the row's stored doc id names, then, for rows without a doc id, with one that names
+no document, or whose text is not in that document, across the whole corpus (a prefilter of shared word
+4-grams picks the documents worth aligning); such a row takes, of the places that hold its text, the one
+that fits the document's other rows best, a gap before a place a row already holds (so a passage two
+documents share lands in the one whose rows leave a gap there, and a re-ingested copy on the chunk it
+copies). A text found several times in one document (a repeated
+sentence) gives its occurrences in order to the rows that carry it, ordered by chunk index, then primary
+key (the insertion order of generated ids), so a chunker's repeated chunks land where they came from and
+a re-ingested copy lands on the chunk it copies.
+
+>>> docs = {"a": "Check the lag. Restart the replica.", "b": "Rotate the logs."}
+>>> rows = [StoredRow(pk="1", doc_id="a", text="Restart the replica."),
+...         StoredRow(pk="2", doc_id=None, text="rotate  THE logs."),
+...         StoredRow(pk="3", doc_id="a", text="Nothing like it.")]
+>>> [(l.pk, l.doc_id, l.start, l.end, l.how.value) for l in locate_rows(docs, rows)]
+[('1', 'a', 15, 35, 'exact'), ('2', 'b', 0, 16, 'normalised'), ('3', None, -1, -1, 'unresolved')]
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from rag_eval.datasets.placement import How, Match, StoredRow, placed_elsewhere
+from rag_eval.datasets.placement import placed as placed_in_documents
+from rag_eval.experiment.model import DEFAULT_FUZZY_THRESHOLD
+
+__all__ = ["DEFAULT_FUZZY_THRESHOLD", "Folded", "How", "Location", "StoredRow", "fold", "locate_rows", "occurrences"]
+
+FUZZY_CANDIDATES = 3  # documents aligned per row when it is searched across the corpus
+MAX_OCCURRENCES = 10_000  # occurrences of one text in one document looked at
+_SEP = "\x00"  # between documents in the corpus-wide index: no row's text spans two documents
+_WORD = re.compile(r"\w+")
+_NON_SPACE = re.compile(r"\S+")
+_SHINGLE = 4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Location:
+    """Where a row's text was found: ``doc_id`` and ``[start, end)`` in that document's text, or
+    ``how == UNRESOLVED`` (``doc_id`` None, offsets -1). ``score`` is 100 unless ``how`` is fuzzy."""
+
+    pk: str
+    stored_doc_id: str | None
+    doc_id: str | None
+    start: int
+    end: int
+    how: How
+    score: float
+    offsets_disagreed: bool = False  # the row's stored offsets named other text
+    ambiguous: bool = False  # not in its stored document (or none) and its text is in several places
+
+    @property
+    def resolved(self) -> bool:
+        return self.how is not How.UNRESOLVED
+
+    @property
+    def moved(self) -> bool:
+        """Found in another document than the one its stored doc id names."""
+        return self.resolved and self.stored_doc_id is not None and self.doc_id != self.stored_doc_id
+
+
+class Folded:
+    """A text case-folded with every whitespace run as one space, and the original index of each character.
+
+    >>> f = Folded("A  Bß\\n c")
+    >>> (f.text, f.original(0, len(f.text)))
+    ('a bss c', (0, 8))
+    """
+
+    __slots__ = ("_index", "text")
+
+    def __init__(self, text: str) -> None:
+        folded = text.casefold()
+        if len(folded) == len(text):  # no character folds into several: one index per character, runs in C
+            parts, index = self._runs(folded)
+        else:
+            parts, index = self._chars(text)
+        self.text = "".join(parts)
+        self._index = index
+        self._index.append(len(text) if not index else index[-1] + 1)
+
+    @staticmethod
+    def _runs(folded: str) -> tuple[list[str], list[int]]:
+        parts: list[str] = []
+        index: list[int] = []
+        previous = 0
+        for match in _NON_SPACE.finditer(folded):
+            start, end = match.span()
+            if parts:  # the run of whitespace before it: one space, at its first character
+                parts.append(" ")
+                index.append(previous)
+            parts.append(folded[start:end])
+            index.extend(range(start, end))
+            previous = end
+        return parts, index
+
+    @staticmethod
+    def _chars(text: str) -> tuple[list[str], list[int]]:
+        chars: list[str] = []
+        index: list[int] = []
+        space = False
+        for i, ch in enumerate(text):
+            if ch.isspace():
+                if not space and chars:
+                    chars.append(" ")
+                    index.append(i)
+                space = True
+                continue
+            space = False
+            for folded in ch.casefold():
+                chars.append(folded)
+                index.append(i)
+        if chars and chars[-1] == " ":
+            chars.pop()
+            index.pop()
+        return chars, index
+
+    def original(self, start: int, end: int) -> tuple[int, int]:
+        """The original range of folded characters ``[start, end)`` (end exclusive, past the last one)."""
+        return self._index[start], self._index[end - 1] + 1 if end > start else self._index[start]
+
+
+def fold(text: str) -> str:
+    return Folded(text).text
+
+
+def occurrences(haystack: str, needle: str, limit: int = MAX_OCCURRENCES) -> list[int]:
+    """Start of every occurrence of ``needle`` in ``haystack`` (overlapping ones too), in order.
+
+    >>> occurrences("abab ab", "ab")
+    [0, 2, 5]
+    """
+    found: list[int] = []
+    at = haystack.find(needle)
+    while at >= 0 and len(found) < limit:
+        found.append(at)
+        at = haystack.find(needle, at + 1)
+    return found
+
+
+class _Corpus:
+    """The documents, their folded forms and a word 4-gram index, each built once, when first needed."""
+
+    def __init__(self, documents: Mapping[str, str]) -> None:
+        self.documents = documents
+        self._folded: dict[str, Folded] = {}
+        self._joined: tuple[str, list[int], list[str]] | None = None
+        self._joined_folded: tuple[str, list[int], list[str]] | None = None
+        self._shingles: dict[tuple[str, ...], set[str]] | None = None
+        self._order: dict[str, int] | None = None
+
+    def folded(self, doc_id: str) -> Folded:
+        known = self._folded.get(doc_id)
+        if known is None:
+            known = self._folded[doc_id] = Folded(self.documents[doc_id])
+        return known
+
+    def joined(self, folded: bool) -> tuple[str, list[int], list[str]]:
+        """Every document's text (or folded text) in one string, separated, with each one's start."""
+        cached = self._joined_folded if folded else self._joined
+        if cached is None:
+            ids = list(self.documents)
+            texts = [self.folded(d).text if folded else self.documents[d] for d in ids]
+            starts, at = [], 0
+            for t in texts:
+                starts.append(at)
+                at += len(t) + 1
+            cached = (_SEP.join(texts), starts, ids)
+            if folded:
+                self._joined_folded = cached
+            else:
+                self._joined = cached
+        return cached
+
+    def shingle_index(self) -> dict[tuple[str, ...], set[str]]:
+        """Word 4-gram of a folded document -> the documents that have it (built once)."""
+        if self._shingles is None:
+            index: dict[tuple[str, ...], set[str]] = defaultdict(set)
+            for doc_id in self.documents:
+                for shingle in set(_shingles(self.folded(doc_id).text)):
+                    index[shingle].add(doc_id)
+            self._shingles = dict(index)
+        return self._shingles
+
+    def candidates(self, folded_text: str) -> list[str]:
+        """The documents sharing the most word 4-grams with ``folded_text`` (at most FUZZY_CANDIDATES)."""
+        index = self.shingle_index()
+        votes: Counter[str] = Counter()
+        for shingle in set(_shingles(folded_text)):
+            votes.update(index.get(shingle, ()))
+        return [d for d, _ in sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[:FUZZY_CANDIDATES]]
+
+    def holding(self, folded_text: str) -> list[str] | None:
+        """The documents that can hold ``folded_text`` (as it is or folded), in corpus order: those with its
+        rarest word 4-gram between its first and last word (which may be cut words). None when the text has
+        too few words to say: every document then."""
+        words = _WORD.findall(folded_text)[1:-1]
+        if len(words) < _SHINGLE:
+            return None
+        index = self.shingle_index()
+        shingles = set(zip(*(words[i:] for i in range(_SHINGLE)), strict=False))
+        rarest = min(shingles, key=lambda sh: len(index.get(sh, ())))
+        found = index.get(rarest, set())
+        if self._order is None:
+            self._order = {d: n for n, d in enumerate(self.documents)}
+        return sorted(found, key=self._order.__getitem__)
+
+
+def _shingles(text: str) -> Iterable[tuple[str, ...]]:
+    words = _WORD.findall(text)
+    return zip(*(words[i:] for i in range(_SHINGLE)), strict=False)  # word 4-grams, made in C
+
+
+def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> Match | None:
+    doc = corpus.documents[doc_id]
+    found = occurrences(doc, text)
+    if found:
+        return Match(doc_id, [(s, s + len(text)) for s in found], How.EXACT)
+    folded = corpus.folded(doc_id)
+    needle = fold(text)
+    if not needle:
+        return None
+    found = occurrences(folded.text, needle)
+    if found:
+        return Match(doc_id, [folded.original(s, s + len(needle)) for s in found], How.NORMALISED)
+    return _fuzzy(folded, doc_id, needle, threshold)
+
+
+def _fuzzy(folded: Folded, doc_id: str, needle: str, threshold: float) -> Match | None:
+    from rapidfuzz.fuzz import partial_ratio_alignment
+
+    if not folded.text:
+        return None
+    got = partial_ratio_alignment(needle, folded.text, score_cutoff=threshold)
+    if got is None:
+        return None
+    # the alignment names the shorter text as its source: the document's range is whichever side it is
+    start, end = (got.dest_start, got.dest_end) if len(needle) <= len(folded.text) else (got.src_start, got.src_end)
+    if end <= start:
+        return None
+    return Match(doc_id, [folded.original(start, end)], How.FUZZY, float(got.score))
+
+
+def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
+    """Every document (in corpus order) holding the text exactly, else every one holding it folded, else
+    the best fuzzy one (of the few the word 4-grams point to); empty when none does."""
+    needle = fold(text)
+    if not needle:
+        return []
+    possible = corpus.holding(needle)
+    for folded in (False, True):
+        wanted = needle if folded else text
+        if possible is None:  # a few words only: every document is searched, all at once
+            joined, starts, ids = corpus.joined(folded)
+            docs = list(dict.fromkeys(ids[bisect_right(starts, at) - 1] for at in occurrences(joined, wanted)))
+        else:
+            docs = [d for d in possible if wanted in (corpus.folded(d).text if folded else corpus.documents[d])]
+        matches = [m for m in (_in_document(corpus, d, text, 100.0) for d in docs) if m is not None]
+        if matches:
+            return matches
+    best: Match | None = None
+    for doc_id in corpus.candidates(needle):
+        match = _fuzzy(corpus.folded(doc_id), doc_id, needle, threshold)
+        if match is not None and (best is None or match.score > best.score):
+            best = match
+    return [best] if best is not None else []
+
+
+def _by_offsets(corpus: _Corpus, row: StoredRow) -> tuple[bool, bool]:
+    """(the stored offsets locate the row, the row had offsets that named other text)."""
+    if row.doc_id is None or row.doc_id not in corpus.documents or row.start is None or row.end is None:
+        return False, False
+    doc = corpus.documents[row.doc_id]
+    if not 0 <= row.start < row.end <= len(doc):
+        return False, True
+    there = doc[row.start : row.end]
+    ok = there == row.text or fold(there) == fold(row.text)
+    return ok, not ok
+
+
+def locate_rows(
+    documents: Mapping[str, str], rows: Sequence[StoredRow], *, fuzzy_threshold: float = DEFAULT_FUZZY_THRESHOLD
+) -> list[Location]:
+    """Where each row's text sits (see the module's docstring for the order of attempts), in row order."""
+    if not 0.0 < fuzzy_threshold <= 100.0:
+        raise ValueError("fuzzy_threshold must be in (0, 100]")
+    corpus = _Corpus(documents)
+    located: dict[int, Location] = {}
+    found: dict[int, Match] = {}  # rows found in the document their doc id names
+    elsewhere: dict[int, list[Match]] = {}  # rows without a doc id, or not in their stored document
+    disagreed: set[int] = set()
+    for i, row in enumerate(rows):
+        by_offsets, bad_offsets = _by_offsets(corpus, row)
+        if bad_offsets:
+            disagreed.add(i)
+        if by_offsets:
+            assert row.doc_id is not None and row.start is not None and row.end is not None
+            found[i] = Match(row.doc_id, [(row.start, row.end)], How.OFFSETS)
+            continue
+        match = None
+        if row.text.strip() and row.doc_id is not None and row.doc_id in documents:
+            match = _in_document(corpus, row.doc_id, row.text, fuzzy_threshold)
+        if match is not None:
+            found[i] = match
+        elif row.text.strip() and (matches := _across_corpus(corpus, row.text, fuzzy_threshold)):
+            elsewhere[i] = matches
+        else:
+            located[i] = Location(pk=row.pk, stored_doc_id=row.doc_id, doc_id=None, start=-1, end=-1,
+                                  how=How.UNRESOLVED, score=0.0, offsets_disagreed=i in disagreed)  # fmt: skip
+    # a row outside its stored document whose text is in one place only is placed first: it is known
+    unique = {i: ms[0] for i, ms in elsewhere.items() if len(ms) == 1 and len(ms[0].ranges) == 1}
+    placed = placed_in_documents(rows, found, known=[(m.doc_id, m.ranges[0]) for m in unique.values()])
+    for i, match in unique.items():
+        found[i], placed[i] = match, match.ranges[0]
+    guessed = {i: ms for i, ms in elsewhere.items() if i not in unique}
+    for i, (match, where) in placed_elsewhere(rows, guessed, found, placed).items():
+        found[i], placed[i] = match, where
+    for i, (start, end) in placed.items():
+        row, match = rows[i], found[i]
+        located[i] = Location(pk=row.pk, stored_doc_id=row.doc_id, doc_id=match.doc_id, start=start, end=end,
+                              how=match.how, score=match.score, offsets_disagreed=i in disagreed,
+                              ambiguous=i in guessed)  # fmt: skip
+    return [located[i] for i in range(len(rows))]
+
+

@@ -1,0 +1,57 @@
+"""``rag-eval nightly``: run against the accepted baseline (a first night accepts itself) -> append the
+history."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag_eval.cluster.settings import Cluster
+from rag_eval.compare.gates import GateSet
+from rag_eval.compare.history import accept, accepted_dir, append_history, is_accepted, night_notes
+from rag_eval.compare.runs import ComparedRun
+from rag_eval.experiment import Experiment
+from rag_eval.jobs.run import RunResult, run_experiment
+from rag_eval.replay.prepare import Progress
+from rag_eval.rundir import folders
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightResult:
+    """Where the night went, the accepted baseline it paired with (``first``: itself), and its run."""
+
+    dir: Path
+    accepted: Path
+    first: bool
+    run: RunResult
+
+    @property
+    def exit_code(self) -> int:
+        return self.run.exit_code
+
+
+def nightly(
+    exp: Experiment,
+    *,
+    root: str | Path = folders.NIGHTS,
+    accepted_root: str | Path = folders.ACCEPTED,
+    history: str | Path = folders.HISTORY,
+    gates: GateSet | None = None,
+    progress: Progress | None = None,
+    when: dt.datetime | None = None,
+    cluster: Cluster | None = None,
+) -> NightResult:
+    """One night: run ``exp`` into ``ROOT/<UTC date>/``, pair it with the accepted baseline (the first
+    night accepts itself and says so), apply the gates, append to the history."""
+    out = folders.night_dir(root, when)
+    accepted = accepted_dir(accepted_root, exp.name)
+    first = not is_accepted(accepted)
+    result = run_experiment(
+        exp, out, progress=progress, gates=gates, against=None if first else accepted, against_self=first,
+        notes=night_notes(accepted, first=first), cluster=cluster,
+    )  # fmt: skip
+    if first:
+        accept(out, root=accepted_root)
+    append_history(ComparedRun.from_dir(out), exit_code=result.exit_code, path=history)
+    return NightResult(dir=out, accepted=accepted, first=first, run=result)

@@ -1,0 +1,307 @@
+"""Replay: every labelled query through the production pipeline, under every config.
+
+For each batch of queries:
+
+1. transform each query (L0 hints);
+2. time each config's own search at its own retrieve-k, serially, one query per call,
+   ``perf_counter_ns`` around the call, after a warm-up that is not recorded, for the
+   queries the timing plan picks (:mod:`rag_eval.experiment.latency`; configs asking the
+   identical request share one measurement: :func:`timing_groups`);
+3. retrieve ONCE per search signature (mode, category filter, group size) at the
+   largest retrieve-k any config of that signature needs, with batched search calls;
+4. run each config's post-process, packing and projection on its first retrieve-k of
+   those shared hits (configs that differ only after retrieval never query Milvus again),
+   query by query, several rounds with every config in turn in an order drawn per query and
+   rotated each round (the median of the rounds is kept: see :mod:`rag_eval.experiment.latency`);
+5. write the batch's rows (one per query and config) to the run store.
+
+With an approximate index (HNSW) the first k of a wider search can differ slightly from
+a search at k; the latency columns always come from the search at the config's own k.
+A query whose search is not timed has no search, e2e and QPS figures (NaN); its
+post-process and projection times are measured all the same.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from rag_eval.core.lookup import LookupRecord, Pipeline
+from rag_eval.core.ports import BatchKnowledgeSearchPort, KnowledgeSearchPort
+from rag_eval.core.transform import KnowledgeQueryTransformer, QueryHints
+from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode
+from rag_eval.experiment import ConfigSpec
+from rag_eval.experiment.latency import TimingPlan
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.rows import Truth, build_row
+
+Tick = Callable[[str, int], None]
+# (config, query index, query id, record, search µs, post-process + projection thread CPU µs)
+Lookups = list[tuple[str, int, str, LookupRecord, float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What makes two configs' searches differ before retrieve-k."""
+
+    mode: SearchMode
+    category_filter: str | None
+    group_size: int  # only meaningful for GROUPED
+
+    @classmethod
+    def of(cls, spec: ConfigSpec) -> Signature:
+        c = spec.config
+        group = c.max_chunks_per_document if spec.mode is SearchMode.GROUPED else 1
+        return cls(spec.mode, c.category_filter, group)
+
+    def request(self, query: str, top_k: int) -> KnowledgeSearchRequest:
+        return KnowledgeSearchRequest(
+            query=query, top_k=top_k, category_filter=self.category_filter, mode=self.mode, group_size=self.group_size
+        )
+
+    def label(self) -> str:
+        parts = [self.mode.value, "no filter" if self.category_filter is None else f"category {self.category_filter!r}"]
+        if self.mode is SearchMode.GROUPED:
+            parts.append(f"group size {self.group_size}")
+        return ", ".join(parts)
+
+
+# a batch's search timings: the positions (in the batch) of its timed queries, and each distinct search's
+# microseconds for those queries, in that order
+BatchTiming = tuple[list[int], dict[tuple[Signature, int], list[float]]]
+
+
+@contextmanager
+def long_lived_frozen() -> Iterator[None]:
+    """Keep the cyclic garbage collector off what exists before the replay (data set, labels, ground
+    truth: alive until it ends). A full collection walks every object, and with a data set in memory
+    one took 60 ms of a 260 ms replay. Left alone when something else froze objects already."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _median(values: Sequence[int]) -> int:
+    """The median of an odd number of timings; of an even number, the lower middle one (a timing that was
+    measured, never a mean of two)."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def batches(n: int, size: int) -> list[range]:
+    return [range(i, min(n, i + size)) for i in range(0, n, size)]
+
+
+def timing_groups(configs: Sequence[ConfigSpec]) -> dict[str, tuple[str, list[str]]]:
+    """For each config, the search it times (signature and retrieve-k, as a label) and every config
+    that shares that one measurement (itself included, in experiment order)."""
+    members: dict[tuple[Signature, int], list[str]] = {}
+    for spec in configs:
+        members.setdefault((Signature.of(spec), spec.config.retrieve_k), []).append(spec.name)
+    out: dict[str, tuple[str, list[str]]] = {}
+    for (sig, k), names in members.items():
+        for name in names:
+            out[name] = (f"{sig.label()}, retrieve-k {k}", names)
+    return out
+
+
+class Replayer:
+    def __init__(
+        self,
+        port: KnowledgeSearchPort,
+        configs: Sequence[ConfigSpec],
+        truth: Truth,
+        *,
+        transformer: KnowledgeQueryTransformer | None = None,
+        warmup: int = 5,
+        timing: TimingPlan | None = None,
+        tick: Tick | None = None,
+    ) -> None:
+        self.port = port
+        self.configs = list(configs)
+        self.truth = truth
+        self.transformer = transformer or KnowledgeQueryTransformer()
+        self.warmup = warmup
+        self.timing = timing or TimingPlan()
+        self.tick = tick or (lambda phase, n: None)
+        self.signatures: dict[Signature, list[ConfigSpec]] = {}
+        for spec in self.configs:
+            self.signatures.setdefault(Signature.of(spec), []).append(spec)
+        self._warmed: set[tuple[Signature, int]] = set()
+        self._timed: frozenset[int] | None = None  # query indices to time; None: every query
+        self.timing_seconds = 0.0  # wall time of the timing searches (warm-up included): the measurement's cost
+
+    def run(
+        self,
+        queries: Sequence[tuple[str, str]],
+        store: RunStore,
+        *,
+        batch_size: int,
+        skip: AbstractSet[int] = frozenset(),
+    ) -> int:
+        """Replay ``queries`` ((id, text) pairs) in batches; returns the batches run now."""
+        self._timed = self.timing.timed(len(queries))
+        ran = 0
+        with long_lived_frozen():
+            for number, idx in enumerate(batches(len(queries), batch_size)):
+                if number in skip:
+                    self.tick("skipped", len(idx))
+                    continue
+                store.write_batch(number, self.run_batch([(i, *queries[i]) for i in idx]))
+                ran += 1
+        return ran
+
+    def run_batch(
+        self, batch: Sequence[tuple[int, str, str]], timing: BatchTiming | None = None
+    ) -> list[dict[str, object]]:
+        """One batch of queries, replayed: its rows, one per query and config (``timing``: its searches
+        timed beforehand by :meth:`time_batches`, else timed now)."""
+        return self.rows(self.lookups(batch, timing))
+
+    def time_batches(
+        self, queries: Sequence[tuple[str, str]], *, batch_size: int, skip: AbstractSet[int] = frozenset()
+    ) -> dict[int, BatchTiming]:
+        """The timing pass alone, batch by batch as :meth:`run` times them (same warm-up, same order):
+        each batch's timings by batch number, for replaying the batches elsewhere afterwards."""
+        self._timed = self.timing.timed(len(queries))
+        out: dict[int, BatchTiming] = {}
+        for number, idx in enumerate(batches(len(queries), batch_size)):
+            if number not in skip:
+                batch = [(i, *queries[i]) for i in idx]
+                out[number] = self._timing(batch, [self.transformer.transform(text) for _, _, text in batch])
+        return out
+
+    def _timing(self, batch: Sequence[tuple[int, str, str]], hints: Sequence[QueryHints]) -> BatchTiming:
+        timed = [j for j, (index, _, _) in enumerate(batch) if self._timed is None or index in self._timed]
+        return timed, self._time_searches([hints[j] for j in timed])
+
+    def lookups(self, batch: Sequence[tuple[int, str, str]], timing: BatchTiming | None = None) -> Lookups:
+        """Transform, retrieve (one batched search per signature), time the searches the plan picks
+        (unless ``timing`` brings them), and post-process every query under every config."""
+        clock = time.perf_counter_ns
+        hints: list[QueryHints] = []
+        transform_ns: list[int] = []
+        for _, _, text in batch:
+            t0 = clock()
+            hints.append(self.transformer.transform(text))
+            transform_ns.append(clock() - t0)
+
+        # Every search is answered as if it were the vector's first since the load (a 2.3 server's HNSW
+        # query cache is skipped: rag_eval.search.milvus.collection.SKIP_QUERY_CACHE), so the kept hits do
+        # not depend on whether the timing pass searched that query before.
+        timed, search_us = self._timing(batch, hints) if timing is None else timing
+
+        shared: dict[Signature, list[tuple[KnowledgeSearchHit, ...]]] = {}
+        for sig, specs in self.signatures.items():
+            width = max(s.config.retrieve_k for s in specs)
+            requests = [sig.request(h.normalized_query, width) for h in hints]
+            shared[sig] = self._search_many(requests)
+            self.tick("retrieve", len(batch))
+
+        pipelines = [
+            (sig, spec.name, Pipeline(spec.config, spec.postprocessor()),
+             dict(zip(timed, search_us[(sig, spec.config.retrieve_k)], strict=True)))
+            for sig, specs in self.signatures.items()
+            for spec in specs
+        ]  # fmt: skip
+        looked: Lookups = []
+        nan = float("nan")
+        for j, (index, qid, _) in enumerate(batch):
+            runs = [(pipeline, shared[sig][j]) for sig, _, pipeline, _ in pipelines]
+            processed = self._post_process(runs, hints[j], transform_ns=transform_ns[j], query_index=index)
+            for (_, name, _, measured), (record, cpu_us) in zip(pipelines, processed, strict=True):
+                looked.append((name, index, qid, record, measured.get(j, nan), cpu_us))
+        self.tick("post-process", len(batch) * len(pipelines))
+        return looked
+
+    def _post_process(
+        self,
+        runs: Sequence[tuple[Pipeline, Sequence[KnowledgeSearchHit]]],
+        hints: QueryHints,
+        *,
+        transform_ns: int,
+        query_index: int,
+    ) -> list[tuple[LookupRecord, float]]:
+        """One query's post-process and projection under every config (``runs``: each config's pipeline
+        and hits), timed round after round, the configs interleaved in the plan's order for this query
+        (rotated each round, after a warm-up round): each config's record with the median of its rounds'
+        wall times, and the median thread CPU time (microseconds) of both stages.
+
+        Interleaved, so that a burst of load on a shared machine lands on all configs alike; rotated,
+        because whichever config touches a query's hits first pays for cold caches (in experiment order,
+        a config timed under three names looked 10% faster under its later names on 87% of queries)."""
+        warmup, repeats = self.timing.rounds
+        cpu = time.thread_time_ns
+        records: list[LookupRecord | None] = [None] * len(runs)
+        post: list[list[int]] = [[] for _ in runs]
+        projection: list[list[int]] = [[] for _ in runs]
+        cpu_ns: list[list[int]] = [[] for _ in runs]
+        orders = self.timing.config_orders(len(runs), query_index=query_index, rounds=warmup + repeats)
+        for round_, order in enumerate(orders):
+            for i in order:
+                pipeline, hits = runs[i]
+                c0 = cpu()
+                record = pipeline.process(hints, hits, transform_ns=transform_ns)
+                spent = cpu() - c0
+                records[i] = record
+                if round_ >= warmup:
+                    post[i].append(record.timings.postprocess_ns)
+                    projection[i].append(record.timings.projection_ns)
+                    cpu_ns[i].append(spent)
+        out = []
+        for i, last in enumerate(records):
+            assert last is not None
+            if len(post[i]) > 1:  # the median of the rounds (one round: its own timings already)
+                timings = replace(last.timings, postprocess_ns=_median(post[i]), projection_ns=_median(projection[i]))
+                last = replace(last, timings=timings)
+            out.append((last, _median(cpu_ns[i]) / 1e3))
+        return out
+
+    def rows(self, looked: Lookups) -> list[dict[str, object]]:
+        """The per-query rows of a batch's lookups, by config (in experiment order), then query."""
+        order = {spec.name: i for i, spec in enumerate(self.configs)}
+        ordered = sorted(looked, key=lambda lk: (order[lk[0]], lk[1]))
+        return [
+            build_row(query_id=qid, query_index=index, config=name, record=record, truth=self.truth, search_us=us,
+                      cpu_us=cpu_us)
+            for name, index, qid, record, us, cpu_us in ordered
+        ]  # fmt: skip
+
+    def _search_many(self, requests: list[KnowledgeSearchRequest]) -> list[tuple[KnowledgeSearchHit, ...]]:
+        if isinstance(self.port, BatchKnowledgeSearchPort):
+            return self.port.search_batch(requests)
+        return [self.port.search(r) for r in requests]
+
+    def _time_searches(self, hints: Sequence[QueryHints]) -> dict[tuple[Signature, int], list[float]]:
+        """Each distinct search of the configs, timed for every query of ``hints``: serially, one
+        query per call, microseconds (a warm-up of ``warmup`` searches first, once per search)."""
+        out: dict[tuple[Signature, int], list[float]] = {}
+        if not hints:
+            return {(sig, s.config.retrieve_k): [] for sig, specs in self.signatures.items() for s in specs}
+        clock = time.perf_counter_ns
+        started = time.perf_counter()
+        for sig, specs in self.signatures.items():
+            for k in sorted({s.config.retrieve_k for s in specs}):
+                if (sig, k) not in self._warmed:
+                    for h in list(hints)[: self.warmup]:
+                        self.port.search(sig.request(h.normalized_query, k))
+                    self._warmed.add((sig, k))
+                timings = []
+                for h in hints:
+                    request = sig.request(h.normalized_query, k)
+                    t0 = clock()
+                    self.port.search(request)
+                    timings.append((clock() - t0) / 1e3)
+                out[(sig, k)] = timings
+                self.tick("timing", len(hints))
+        self.timing_seconds += time.perf_counter() - started
+        return out

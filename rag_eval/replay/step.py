@@ -1,0 +1,145 @@
+"""The replay step of a run: every query under every config into the run store's parts.
+
+The step makes one :class:`~rag_eval.replay.strategies.ReplayPlan` (the queries, configs, truth, batches,
+timing and the batches a resumed run already has) and carries it out with the strategy the run's
+execution settings pick (:mod:`rag_eval.replay.strategies`): in this process, or as tasks on Dask
+workers. Either way the search timings come from this process, serially (:mod:`rag_eval.experiment.latency`),
+and the rows a batch gets are the same: only where the batch is replayed differs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rag_eval.cluster.settings import Cluster
+from rag_eval.core.errors import UnsupportedFeatureError
+from rag_eval.core.transform import KnowledgeQueryTransformer
+from rag_eval.core.types import SearchMode
+from rag_eval.experiment import Experiment
+from rag_eval.ingest.collection import IngestResult
+from rag_eval.replay import provenance
+from rag_eval.replay.prepare import Prepared, Progress
+from rag_eval.replay.strategies import ReplayPlan, encoder, strategy_for
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.rows import Truth
+from rag_eval.search.milvus import BackendInfo, MilvusSearch, MilvusStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replayed:
+    """What the replay step leaves: the run store with its parts (the per-query rows, read one batch at a
+    time by the later steps, never all at once), the Milvus facts."""
+
+    store: RunStore
+    queries: int
+    ingest: IngestResult
+    backend: BackendInfo
+    resumed_batches: int
+    timing_seconds: float = 0.0  # the search timing pass, this session: the latency measurement's own cost
+    replay_seconds: float = 0.0  # the whole replay, this session, timing pass included
+    execution: dict[str, Any] | None = None  # where the replay ran (serial or Dask) and where latency was timed
+
+
+def preflight(exp: Experiment, port: MilvusSearch) -> None:
+    """Every search mode the configs ask for must be really performed by this backend."""
+    modes = {spec.mode for spec in exp.configs}
+    if not modes & {SearchMode.GROUPED, SearchMode.HYBRID}:
+        return
+    features = port.features()
+    uri = port.target.redacted_uri
+    for spec in exp.configs:
+        if spec.mode is SearchMode.GROUPED and not features.grouping:
+            raise UnsupportedFeatureError(
+                f"config {spec.name!r} uses mode 'grouped' but Milvus at {uri} ignores grouping search: "
+                "use mode 'dense' (the client-side cap) or Milvus Lite / a server >= 2.4",
+                feature="grouping",
+                uri=uri,
+            )
+        if spec.mode is SearchMode.HYBRID and not features.hybrid:
+            raise UnsupportedFeatureError(
+                f"config {spec.name!r} uses mode 'hybrid' but Milvus at {uri} has no BM25 full-text search: "
+                "use mode 'dense' or Milvus Lite / a server >= 2.5",
+                feature="hybrid",
+                uri=uri,
+            )
+
+
+def run_identity(exp: Experiment, prep: Prepared) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues: the data (checksum, split, chunker,
+    labels), how rows were written and searched, the configs, the batching and the code. Not the
+    Milvus URI as spelled (``./lite.db`` and ``lite.db``, a server back on another port, credentials)."""
+    git = provenance.git_commit()
+    return {
+        "experiment": exp.name,
+        "data set checksum": prep.dataset.checksum,
+        "split": exp.split,
+        "chunker": exp.chunker_spec,
+        "labels": [prep.labels.level, exp.min_overlap_chars],
+        "embedder": [exp.embedder_model, exp.embedder_normalize],
+        "ingest profile": exp.profile.as_dict(),
+        "index": exp.index.to_json(),
+        "configs": {c.name: c.config_hash() for c in exp.configs},
+        "baseline": exp.baseline,
+        "batch size": exp.batch_size,
+        "query limit": exp.query_limit,
+        "code": git["commit"] or provenance.package_version("rag-eval"),
+        **({"collection": prep.existing.fingerprint} if prep.existing is not None else {}),
+    }
+
+
+def replay(
+    exp: Experiment,
+    prep: Prepared,
+    ingested: IngestResult,
+    store: RunStore,
+    *,
+    resume: bool,
+    progress: Progress,
+    cluster: Cluster | None = None,
+) -> Replayed:
+    """Replay every query under every config into the run store (on ``cluster``'s workers when given)."""
+    queries, texts = _queries(exp, prep, progress)
+    truth = Truth(chunks=prep.chunk_of(), relevance=prep.labels.relevance, doc_relevance=prep.dataset.relevant_docs(),
+                  lost=prep.lost_evidence())  # fmt: skip
+    with MilvusStore(ingested.target) as ms:
+        backend = ms.backend()
+    # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing
+    with strategy_for(cluster) as strategy, MilvusSearch(ingested.target, encoder(prep.resolver)) as port:
+        preflight(exp, port)  # refuse unsupported modes before anything is written
+        done = store.begin(run_identity(exp, prep), resume=resume)
+        plan = ReplayPlan(
+            queries=tuple(queries), texts=tuple(texts), resolver=prep.resolver, configs=tuple(exp.configs),
+            truth=truth, target=ingested.target, batch_size=exp.batch_size, warmup=exp.warmup, timing=exp.timing,
+            done=frozenset(done),
+        )  # fmt: skip
+        started = time.perf_counter()
+        outcome = strategy.run(plan, port, store, progress)
+        replay_seconds = time.perf_counter() - started
+    store.check_parts()
+    return Replayed(
+        store=store,
+        queries=len(queries),
+        ingest=ingested,
+        backend=backend,
+        resumed_batches=len(done),
+        timing_seconds=outcome.timing_seconds,
+        replay_seconds=replay_seconds,
+        execution=outcome.execution,
+    )
+
+
+def _queries(exp: Experiment, prep: Prepared, progress: Progress) -> tuple[list[tuple[str, str]], list[str]]:
+    """The queries to replay, (id, text) in order, and their normalised texts, whose vectors are resolved
+    now (embedded and cached when missing): every vector is then looked up where it is stored."""
+    transformer = KnowledgeQueryTransformer()
+    queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
+    if exp.query_limit is not None:
+        queries = queries[: exp.query_limit]
+    texts = [transformer.transform(t).normalized_query for _, t in queries]
+    missing = prep.resolver.missing(texts)
+    if missing:
+        prep.resolver.resolve(missing, progress=progress.factory("embedding queries", len(missing)))
+    return queries, texts
+
