@@ -30,13 +30,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.compare.runs import RUN_FILES, ComparedRun
+from rag_eval.compare.runs import ComparedRun
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunDirectoryError, RunStoreError, quoted
 from rag_eval.files import write_json, write_parquet
-from rag_eval.loadtest.document import LOAD_FILE
 from rag_eval.metrics.measures import summary_frame
 from rag_eval.rundir.directory import MARKER
 from rag_eval.rundir.folders import ACCEPTED, HISTORY
+from rag_eval.rundir.reader import COMPARE, LOAD, PER_QUERY, RUN_FILES, read_json
 
 ACCEPTED_FILE = "accepted.json"
 PROVENANCE_COLUMNS = (
@@ -166,7 +166,7 @@ def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         copied = []
-        for name in (*RUN_FILES, "report.md", "compare.json", LOAD_FILE):  # load.json: load gates against it
+        for name in (*RUN_FILES, "report.md", COMPARE, LOAD):  # load.json: load gates against it
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
                 copied.append(name)
@@ -202,15 +202,14 @@ def accepted_info(directory: str | Path) -> Mapping[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        info: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        return info
-    except (OSError, ValueError):
+        return read_json(path)
+    except RunDirectoryError:
         return None
 
 
 def is_accepted(directory: str | Path) -> bool:
     """True when ``directory`` holds an accepted baseline (its per-query table)."""
-    return (Path(directory) / "per_query.parquet").is_file()
+    return (Path(directory) / PER_QUERY).is_file()
 
 
 def against_notes(against: str | Path | None) -> list[str]:

@@ -48,7 +48,8 @@ from rag_eval.compare.checks import AbsoluteCheck, GateResult, RelativeCheck, _f
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.compare.stats import Settings
 from rag_eval.core.errors import RunDirectoryError, quoted
-from rag_eval.loadtest.document import belongs_to, config_hash, entry, read_load_file, stale_reason
+from rag_eval.loadtest.document import belongs_to, config_hash, entry, stale_reason
+from rag_eval.rundir.reader import read_load
 
 _NAME = re.compile(r"^load:(?:(?P<stage>search|e2e):p(?P<q>50|95|99)|qps)@(?P<n>[1-9]\d{0,3})$")
 
@@ -116,7 +117,7 @@ class LoadSource:
         self.run = run
         self.doc: Mapping[str, Any] | None = None
         self.missing = ""
-        doc = run.load_doc if run.load_doc is not None else (read_load_file(run.dir) if run.dir is not None else None)
+        doc = run.load_doc if run.load_doc is not None else (read_load(run.dir) if run.dir is not None else None)
         if doc is None:
             self.missing = f"{run.label} has no load.json: measure it (rag-eval load, or a [load] table)"
         elif not belongs_to(doc, run.manifest):

@@ -4,6 +4,8 @@ Nothing here talks to Milvus: a comparison needs only what a run wrote. The per-
 single source of truth; the summary gives the run's name, baseline and cutoffs, the manifest the
 configs (cap, return-n, pipeline) and the provenance that says whether two runs may be paired.
 
+The files are read by the run directory's one reader (:mod:`rag_eval.rundir.reader`).
+
 >>> ComparedRun.from_dir("/nonexistent")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 rag_eval.core.errors.RunDirectoryError: /nonexistent: not a run directory (no per_query.parquet, ...
@@ -20,33 +22,17 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.metrics import perquery
 from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
-from rag_eval.rundir.directory import MARKER, RunStore, is_finished
+from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.reader import FinishedRun
 from rag_eval.rundir.rows import SCHEMA
 
-RUN_FILES = ("per_query.parquet", "summary.json", "manifest.json")
 IDENTITY = ("query_id", "config", "query_index")  # the columns a run keeps in memory
 VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
 PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
-
-
-def check_run_dir(path: Path) -> None:
-    """Refuse a directory that holds no finished run: its files missing, or not all published."""
-    missing = [name for name in RUN_FILES if not (path / name).is_file()]
-    if missing:
-        raise RunDirectoryError(
-            f"not a run directory (no {', '.join(missing)}): give a directory written by `rag-eval run`",
-            path=str(path),
-        )
-    if not is_finished(path):
-        raise RunDirectoryError(
-            f"the run's files were not all published (no {MARKER}: it stopped while writing them): run it again",
-            path=str(path),
-        )
 
 
 @dataclass(frozen=False, kw_only=True)
@@ -64,31 +50,11 @@ class ComparedRun:
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> ComparedRun:
-        path = Path(directory)
-        check_run_dir(path)
-        per_query = path / "per_query.parquet"
-        try:
-            present = set(pq.read_schema(per_query).names)
-            table = pq.read_table(per_query, columns=[c for c in IDENTITY if c in present]).to_pandas()
-            summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, pa.ArrowException) as exc:
-            raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
-
-        def rows(columns: Sequence[str]) -> Iterator[pa.Table]:
-            # a run written before a column existed (an accepted baseline) reads it as missing values
-            absent = [c for c in columns if c not in present and c in SCHEMA.names]
-            try:
-                for batch in pq.ParquetFile(per_query).iter_batches(columns=list(columns), batch_size=8192):
-                    table = pa.Table.from_batches([batch])
-                    for name in absent:
-                        field = SCHEMA.field(name)
-                        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
-                    yield table
-            except (OSError, pa.ArrowException) as exc:
-                raise RunDirectoryError(f"cannot read the run: {exc}", path=str(path)) from exc
-
-        run = cls(dir=path, table=table, summary=summary, manifest=manifest, rows=rows)
+        finished = FinishedRun.read(directory)
+        table = finished.table(IDENTITY).to_pandas()
+        run = cls(
+            dir=finished.dir, table=table, summary=finished.summary, manifest=finished.manifest, rows=finished.batches
+        )
         run.check()
         return run
 

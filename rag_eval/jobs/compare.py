@@ -17,11 +17,12 @@ from rag_eval.cluster.settings import Cluster
 from rag_eval.compare.comparison import Comparison, compare
 from rag_eval.compare.gates import load_gates, manifest_gates
 from rag_eval.compare.history import against_notes
-from rag_eval.compare.runs import ComparedRun, check_run_dir
+from rag_eval.compare.runs import ComparedRun
 from rag_eval.compare.tasks import TaskMap, in_process
 from rag_eval.reports.artifacts import comparison_files, comparison_names
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.publish import write_set
+from rag_eval.rundir.reader import check_run_dir
 
 
 def compare_runs(

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from rag_eval.experiment import Experiment
 from rag_eval.experiment.load_table import LoadSettings
-from rag_eval.loadtest.document import run_in
 from rag_eval.loadtest.driver import LoadResult, measure_load, refuse_lite
 from rag_eval.replay.prepare import Progress, ingest_collection, prepare
 from rag_eval.reports.artifacts import load_files
 from rag_eval.reports.html import render_html
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.publish import write_set
+from rag_eval.rundir.reader import run_started
 
 
 def load(
@@ -32,7 +32,7 @@ def load(
     store = RunStore(out)
     store.check_out(force=force_out)
     with store.locked():
-        run = run_in(store.dir)
+        run = run_started(store.dir)
         prep = prepare(exp)
         collection = ingest_collection(exp, prep, prog)
         result = measure_load(exp, prep, collection, settings, run=run, progress=prog)

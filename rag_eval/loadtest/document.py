@@ -23,71 +23,19 @@
 A ``load.json`` beside a run belongs to it only when its ``run.started`` is the run's own start (a
 later run into the same directory makes it stale: the gates then say so, the report leaves it out).
 
->>> check_load({"schema_version": 1, "results": [{"config": "a"}]}, "load.json")
-Traceback (most recent call last):
-rag_eval.core.errors.RunDirectoryError: load.json: results[0]: missing 'concurrency'
+The file is read and checked by the run directory's one reader (:func:`rag_eval.rundir.reader.read_load`);
+this module is how the gates and the reports look into it.
+
+>>> doc = {"run": {"started": "t1"}, "results": [{"config": "a", "concurrency": 4}],
+...        "configs": [{"name": "a", "hash": "h"}]}
+>>> belongs_to(doc, {"started": "t1"}), entry(doc, "a", 4) is not None, config_hash(doc, "a")
+(True, True, 'h')
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-
-from rag_eval.core.errors import RunDirectoryError
-from rag_eval.rundir.directory import is_finished
-
-LOAD_FILE = "load.json"
-REQUESTS_FILE = "load_requests.parquet"
-SUMMARY_FILE = "load.md"
-LOAD_SCHEMA_VERSION = 1
-
-
-def check_load(doc: Any, path: str) -> dict[str, Any]:
-    """The fields the gates and reports read, checked; a malformed file is one line naming the field."""
-    if not isinstance(doc, Mapping):
-        raise RunDirectoryError("expected a JSON object", path=path)
-    if doc.get("schema_version") != LOAD_SCHEMA_VERSION:
-        raise RunDirectoryError(f"unsupported schema version {doc.get('schema_version')!r}", path=path)
-    results = doc.get("results")
-    if not isinstance(results, list):
-        raise RunDirectoryError("missing 'results' (a list)", path=path)
-    for i, entry in enumerate(results):
-        if not isinstance(entry, Mapping):
-            raise RunDirectoryError(f"results[{i}]: expected an object", path=path)
-        for key, kind in (("config", str), ("concurrency", int), ("rounds", list), ("latency_us", Mapping)):
-            if key not in entry:
-                raise RunDirectoryError(f"results[{i}]: missing {key!r}", path=path)
-            if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
-                raise RunDirectoryError(f"results[{i}].{key}: expected {kind.__name__}", path=path)
-    return dict(doc)
-
-
-def read_load_file(directory: str | Path) -> dict[str, Any] | None:
-    """``DIR/load.json`` checked, or None when there is none."""
-    path = Path(directory) / LOAD_FILE
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RunDirectoryError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise RunDirectoryError(f"not valid JSON (line {exc.lineno}: {exc.msg})", path=str(path)) from exc
-    return check_load(doc, str(path))
-
-
-def run_in(directory: Path) -> dict[str, Any] | None:
-    """The start and fingerprint of the finished run in ``directory`` (what a load measurement written there
-    belongs to), or None when there is none."""
-    if not (is_finished(directory) and (directory / "manifest.json").is_file()):
-        return None
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunDirectoryError(f"cannot read the run's manifest: {exc}", path=str(directory)) from exc
-    return {"started": manifest.get("started"), "fingerprint": manifest.get("fingerprint")}
 
 
 def belongs_to(doc: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:

@@ -54,10 +54,10 @@ from rag_eval.embed.embedders import VectorResolver
 from rag_eval.experiment import ConfigSpec, Experiment
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.ingest.collection import IngestResult
-from rag_eval.loadtest.document import LOAD_SCHEMA_VERSION
 from rag_eval.loadtest.worker import WindowResult, WorkerSetup, init_worker, ready, run_window
 from rag_eval.replay import provenance
 from rag_eval.replay.prepare import Prepared, Progress
+from rag_eval.rundir.reader import LOAD_SCHEMA_VERSION
 from rag_eval.search.milvus import MilvusStore, SearchTarget
 
 STAGES = ("search", "e2e")

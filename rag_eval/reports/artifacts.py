@@ -18,7 +18,6 @@ from typing import Any
 import pyarrow as pa
 
 from rag_eval.files import json_safe
-from rag_eval.loadtest.document import LOAD_FILE, REQUESTS_FILE, SUMMARY_FILE
 from rag_eval.loadtest.driver import LoadResult
 from rag_eval.metrics.measures import chunk_ranking, doc_ranking
 from rag_eval.reports.junit import render_junit
@@ -27,6 +26,7 @@ from rag_eval.reports.markdown import render_markdown
 from rag_eval.reports.rundata import COMPARE_FILE
 from rag_eval.reports.summary import render_summary
 from rag_eval.rundir.publish import Artifact, JsonFile, ParquetFile, Ranking, Render, TextFile
+from rag_eval.rundir.reader import LOAD, LOAD_REQUESTS, LOAD_SUMMARY
 
 REPORT_MD = "report.md"
 RESOLUTION_FILE = "resolution.json"
@@ -57,9 +57,9 @@ def comparison_files(document: Mapping[str, Any], suffix: str = "") -> list[Arti
 def load_files(result: LoadResult) -> list[Artifact]:
     """``load_requests.parquet``, ``load.md``, then ``load.json`` (what readers look for) last."""
     return [
-        ParquetFile(REQUESTS_FILE, result.requests),
-        TextFile(SUMMARY_FILE, render_load_markdown(json_safe(result.document))),
-        JsonFile(LOAD_FILE, result.document),
+        ParquetFile(LOAD_REQUESTS, result.requests),
+        TextFile(LOAD_SUMMARY, render_load_markdown(json_safe(result.document))),
+        JsonFile(LOAD, result.document),
     ]
 
 
