@@ -20,7 +20,7 @@ from rag_eval.compare.runs import ComparedRun, check_pairable
 from rag_eval.experiment import Experiment
 from rag_eval.files import json_safe
 from rag_eval.jobs.compare import comparison_tasks
-from rag_eval.loadtest.driver import LoadResult, refuse_lite, run_load
+from rag_eval.loadtest.driver import LoadResult, measure_load, refuse_lite
 from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
 from rag_eval.replay import provenance
 from rag_eval.replay.documents import config_rows, data_identity, run_manifest, run_summary
@@ -77,7 +77,10 @@ def run_experiment(
             check_pairable(data_identity(exp, prep), earlier)
         collection = ingest_collection(exp, prep, prog)
         replayed = replay(exp, prep, collection, store, resume=resume, progress=prog, cluster=cluster)
-        load = run_load(exp, prep, collection, clock, prog)
+        load = None
+        if exp.load is not None:  # the [load] table: measured for this run (its start and fingerprint)
+            run_id = {"started": clock.started.isoformat(), "fingerprint": exp.fingerprint()}
+            load = measure_load(exp, prep, collection, exp.load, run=run_id, progress=prog)
         run = summarise_run(exp, prep, replayed, load, clock)
         with comparison_tasks(cluster) as tasks:
             base = run if against_self else earlier

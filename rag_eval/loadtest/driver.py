@@ -45,12 +45,9 @@ from rag_eval.core.errors import (
     ConfigError,
     ConfigProblem,
     LoadClientError,
-    SearchRequestError,
-    SearchUnavailableError,
     UnsupportedFeatureError,
 )
 from rag_eval.core.transform import KnowledgeQueryTransformer
-from rag_eval.embed.embedders import VectorResolver
 from rag_eval.experiment import ConfigSpec, Experiment
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.ingest.collection import IngestResult
@@ -213,17 +210,18 @@ def _collect(setup: WorkerSetup, futures: Sequence[Future[WindowResult]]) -> tup
             f"a client process of the load measurement died (killed or out of memory?): {exc}", uri=shown
         ) from exc
     failed = [p for p in parts if not p.ok]
-    real = [p for p in failed if p.error_kind != "aborted"]
     if not failed:
         return parts
-    first = real[0] if real else failed[0]
-    if first.error_kind == "input":
-        raise SearchRequestError(first.error, uri=shown)
-    if first.error_kind == "infrastructure":
-        raise SearchUnavailableError(first.error, uri=shown)
-    if first.error_kind == "aborted":
-        raise LoadClientError(f"client processes did not all reach the start: {first.error}", uri=shown)
-    raise RuntimeError(f"a client process of the load measurement failed:\n{first.error}")
+    first = next((p for p in failed if not p.aborted), failed[0])
+    if first.error is not None:
+        raise first.error  # the project's own error, as the process raised it
+    if first.aborted:
+        raise LoadClientError(
+            "client processes did not all reach the start: another client process of this level failed or did not "
+            "arrive",
+            uri=shown,
+        )
+    raise RuntimeError(f"a client process of the load measurement failed:\n{first.bug}")
 
 
 # -- summaries ----------------------------------------------------------------------------------
@@ -362,30 +360,28 @@ def chosen_configs(exp: Experiment, settings: LoadSettings) -> tuple[ConfigSpec,
     return tuple(c for c in exp.configs if not wanted or c.name in wanted)
 
 
-def load_step(
+def measure_load(
     exp: Experiment,
-    *,
-    queries: Sequence[str],
-    resolver: VectorResolver,
-    target: SearchTarget,
+    prep: Prepared,
+    ingested: IngestResult,
     settings: LoadSettings,
-    run: Mapping[str, Any] | None = None,
-    tick: LoadTick | None = None,
-    log: Callable[[str], None] | None = None,
+    *,
+    run: Mapping[str, Any] | None,
+    progress: Progress,
 ) -> LoadResult:
-    """Measure ``exp``'s configs under load on ``target`` (its collection named, the ingest's) and return
-    what ``load.json`` says.
-
-    ``queries`` are the raw query texts (the data set's, ``query_limit`` applied); their vectors come
-    from ``resolver`` as the replay's do. ``run`` names the run the measurement belongs to
-    (``{"started", "fingerprint"}`` of its manifest), None for a measurement on its own.
-    """
+    """Measure ``exp``'s configs under load on the collection ``ingested`` and return what ``load.json``
+    says. The queries are the prepared data set's raw texts (``query_limit`` applied); their vectors come from
+    the prepared resolver as the replay's do. ``run`` names the run the measurement belongs to (``{"started",
+    "fingerprint"}`` of its manifest), None for a measurement on its own. The levels count on ``progress``."""
+    target = ingested.target
+    queries = [q.text for q in prep.dataset.queries.values()][: exp.query_limit]
+    progress.phase("load", len(settings.concurrency) * settings.rounds * len(chosen_configs(exp, settings)))
     refuse_lite(target)
     if not queries:
         raise ConfigError([ConfigProblem("queries", "no queries to replay under load")], path=exp.source)
     transformer = KnowledgeQueryTransformer()
     normalized = [transformer.transform(q).normalized_query for q in queries]
-    vectors = np.asarray(resolver.resolve(normalized), dtype=np.float32)
+    vectors = np.asarray(prep.resolver.resolve(normalized), dtype=np.float32)
     specs = chosen_configs(exp, settings)
     with MilvusStore(target) as store:
         backend = store.backend()
@@ -395,7 +391,7 @@ def load_step(
     )  # fmt: skip
     clock = provenance.Clock.start()
     start_load = loadavg()
-    windows, levels = measure_windows(setup, settings, tick=tick, log=log)
+    windows, levels = measure_windows(setup, settings, tick=lambda n: progress.tick("load", n), log=progress.log)
     identity = {
         "experiment": exp.name,
         "source": exp.source,
@@ -425,34 +421,3 @@ def load_step(
     return build_result(
         windows, settings=settings, setup=setup, identity=identity, clock=clock, machine_load=machine_load
     )
-
-
-def measure_load(
-    exp: Experiment,
-    prep: Prepared,
-    ingested: IngestResult,
-    settings: LoadSettings,
-    *,
-    run: Mapping[str, Any] | None,
-    progress: Progress,
-) -> LoadResult:
-    """:func:`load_step` on the prepared queries (``query_limit`` applied) and the collection ``ingested``,
-    its levels counted on a progress bar."""
-    queries = [q.text for q in prep.dataset.queries.values()][: exp.query_limit]
-    n_configs = len(settings.configs) or len(exp.configs)
-    progress.phase("load", len(settings.concurrency) * settings.rounds * n_configs)
-    return load_step(
-        exp, queries=queries, resolver=prep.resolver, target=ingested.target, settings=settings, run=run,
-        tick=lambda n: progress.tick("load", n), log=progress.log,
-    )  # fmt: skip
-
-
-def run_load(
-    exp: Experiment, prep: Prepared, ingested: IngestResult, clock: provenance.Clock, progress: Progress
-) -> LoadResult | None:
-    """The load measurement of a run whose experiment has a ``[load]`` table (None without one): it belongs
-    to the run (its start and fingerprint)."""
-    if exp.load is None:
-        return None
-    run = {"started": clock.started.isoformat(), "fingerprint": exp.fingerprint()}
-    return measure_load(exp, prep, ingested, exp.load, run=run, progress=progress)

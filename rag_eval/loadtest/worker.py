@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.core.errors import InfrastructureError, InputError
+from rag_eval.core.errors import RagEvalError
 from rag_eval.core.lookup import LookupKnowledge, Pipeline
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.experiment import ConfigSpec
@@ -53,8 +53,9 @@ class WindowResult:
     config: str
     slot: int
     ok: bool = True
-    error_kind: str = ""  # "input", "infrastructure", "bug" or "aborted"
-    error: str = ""
+    error: RagEvalError | None = None  # the project's own error (it pickles), its cause cut
+    aborted: bool = False  # this process stopped because another one failed or did not arrive
+    bug: str = ""  # the traceback of any other exception (a bug)
     started_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     query_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     search_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -107,15 +108,17 @@ def _open() -> dict[str, LookupKnowledge]:
 def _failure(config: str, slot: int, exc: BaseException) -> WindowResult:
     if _barrier is not None:
         _barrier.abort()  # the others stop waiting for this process
-    if isinstance(exc, InputError):
-        kind, text = "input", str(exc)
-    elif isinstance(exc, InfrastructureError):
-        kind, text = "infrastructure", str(exc)
+    failed = WindowResult(config=config, slot=slot, ok=False)
+    if isinstance(exc, RagEvalError):
+        # to the driver as the project's error alone: its cause is pymilvus's or gRPC's, which need not pickle
+        exc.__cause__ = exc.__context__ = None
+        exc.__suppress_context__ = True
+        failed.error = exc
     elif isinstance(exc, threading.BrokenBarrierError):
-        kind, text = "aborted", "another client process of this level failed or did not arrive"
+        failed.aborted = True
     else:
-        kind, text = "bug", "".join(traceback.format_exception(exc))
-    return WindowResult(config=config, slot=slot, ok=False, error_kind=kind, error=text)
+        failed.bug = "".join(traceback.format_exception(exc))
+    return failed
 
 
 def ready(slot: int) -> WindowResult:

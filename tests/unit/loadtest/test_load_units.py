@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from rag_eval.experiment import experiment_from_table
 from rag_eval.experiment.load_table import LoadSettings, parse_concurrency, with_flags
 from rag_eval.loadtest.driver import Window, _collect, _split, requests_table, summarise_level
 from rag_eval.loadtest.worker import WindowResult, WorkerSetup
+from rag_eval.loadtest.worker import _failure as worker_failure
 from rag_eval.reports.loadtest import curve_chart, load_rows, render_load_markdown
 from rag_eval.search.milvus.schema import IndexSpec, SearchTarget
 from tests.conftest import SHIPPED
@@ -146,22 +148,42 @@ class _Done:
 
 def test_worker_failures_become_the_projects_errors_without_credentials() -> None:
     ok = WindowResult(config="a", slot=0)
-    aborted = WindowResult(config="a", slot=1, ok=False, error_kind="aborted", error="waited")
-    cases = [
-        ("input", SearchRequestError),
-        ("infrastructure", SearchUnavailableError),
-    ]
-    for kind, error in cases:
-        failed = WindowResult(config="a", slot=2, ok=False, error_kind=kind, error="Milvus says no")
-        with pytest.raises(error, match="Milvus says no") as err:
+    aborted = WindowResult(config="a", slot=1, ok=False, aborted=True)
+    for error in (
+        SearchRequestError("Milvus says no", uri="http://127.0.0.1:19530"),
+        SearchUnavailableError("Milvus says no", uri="http://127.0.0.1:19530"),
+    ):
+        # as a client process sends it: the project's error, pickled across the process boundary
+        failed = pickle.loads(pickle.dumps(WindowResult(config="a", slot=2, ok=False, error=error)))
+        with pytest.raises(type(error), match="Milvus says no") as err:
             _collect(_setup(), [_Done(ok), _Done(aborted), _Done(failed)])  # type: ignore[list-item]
         assert getattr(err.value, "uri", "") == "http://127.0.0.1:19530"
+        assert err.value.exit_code == error.exit_code
     with pytest.raises(LoadClientError, match="did not all reach the start"):
         _collect(_setup(), [_Done(ok), _Done(aborted)])  # type: ignore[list-item]
-    bug = WindowResult(config="a", slot=0, ok=False, error_kind="bug", error="Traceback: ZeroDivisionError")
+    bug = WindowResult(config="a", slot=0, ok=False, bug="Traceback: ZeroDivisionError")
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         _collect(_setup(), [_Done(bug)])  # type: ignore[list-item]
     assert _collect(_setup(), [_Done(ok)]) == (ok,)  # type: ignore[list-item]
+
+
+def test_a_worker_sends_the_projects_error_without_its_unpicklable_cause() -> None:
+    class Unpicklable(Exception):
+        def __reduce__(self) -> tuple[object, ...]:
+            raise TypeError("cannot pickle this cause")
+
+    try:
+        try:
+            raise Unpicklable("grpc state")
+        except Unpicklable as cause:
+            raise SearchUnavailableError("Milvus at http://127.0.0.1:19530 is unreachable", uri="x") from cause
+    except SearchUnavailableError as exc:
+        failed = worker_failure("a", 3, exc)
+    sent = pickle.loads(pickle.dumps(failed))
+    assert isinstance(sent.error, SearchUnavailableError) and sent.error.uri == "x"
+    assert sent.error.__cause__ is None and not sent.aborted and sent.bug == ""
+    buggy = worker_failure("a", 3, ZeroDivisionError("division by zero"))
+    assert buggy.error is None and "ZeroDivisionError" in buggy.bug
 
 
 def _part(slot: int, e2e_ms: list[float], wall_s: float, cpu_s: float) -> WindowResult:
