@@ -27,7 +27,7 @@ from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.experiment.model import MAX_NAME, ConfigSpec, Experiment
 from rag_eval.files import name_length_problem as file_name_problem
 from rag_eval.search.milvus.lite import lite_path, lite_path_problem
-from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, is_server_uri, uri_problem
+from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, ModeSupport, is_server_uri, uri_problem
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 MAX_CUTOFFS = 20  # each cutoff is 8 more measure columns (P, R, nDCG, Success at k; chunk and document)
@@ -328,10 +328,11 @@ def _existing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     if not 0.0 < spec.fuzzy_threshold <= 100.0:
         yield ConfigProblem(keys.of("existing", "fuzzy_threshold"),
                             f"a score above 0 and at most 100, got {_number(spec.fuzzy_threshold)}")  # fmt: skip
+    support = ModeSupport(uri=exp.target.redacted_uri, collection=spec.name, built_elsewhere=True)
     for n, c in enumerate(exp.configs):
-        if c.mode.value == "hybrid":
-            key = keys.flags.get("configs", f"configs[{n}].mode")
-            yield ConfigProblem(key, "a collection built elsewhere has no BM25 field of rag_eval's: use 'dense'")
+        refusal = support.refusal(c.mode)  # what the search would refuse, known before anything runs
+        if refusal is not None:
+            yield ConfigProblem(keys.flags.get("configs", f"configs[{n}].mode"), refusal)
 
 
 _CHECKS: tuple[ExperimentCheck, ...] = (

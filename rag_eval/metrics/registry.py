@@ -235,6 +235,33 @@ COUNTS: tuple[Measure, ...] = (
     ),
 )
 
+# which measures each view leads with, in reading order (said once: the console, report.md and the HTML read these)
+IDENTITY_TABLE: tuple[str, ...] = (  # the evidence-identity table of the console and the reports
+    "same_doc_multi_chunk_recall",
+    "same_doc_multi_chunk_recall_cap_aware",
+    "same_doc_pairs",
+    "duplicate_rate",
+    "content_duplicate_rate",
+    "content_duplicate_rate_copies",
+    "content_duplicate_rate_same_text",
+    "raw_duplicate_rate",
+    "raw_content_duplicate_rate",
+    "evidence_guard_1to1",
+    "cap_checked",
+    "cap_compliance",
+    "cap_compliance_true",
+    "return_n_compliance",
+)
+VERDICT_LINE: tuple[str, ...] = (  # the measures a comparison's verdict line names
+    "same_doc_multi_chunk_recall",
+    "duplicate_rate",
+    "content_duplicate_rate",
+    "content_duplicate_rate_copies",
+    "cap_compliance",
+    "cap_compliance_true",
+    "latency:postprocess:p95",
+)
+CHART_MEASURE = "same_doc_multi_chunk_recall"  # the measure of the report's first chart (an interval per config)
 FIXED = MISSION + PAYLOAD + LATENCY + COUNTS  # every measure but the standard ones and the open families
 _BY_NAME = {m.name: m for m in FIXED}
 

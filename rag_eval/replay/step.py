@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_eval.cluster.settings import Cluster
-from rag_eval.core.errors import UnsupportedFeatureError
 from rag_eval.core.transform import KnowledgeQueryTransformer
-from rag_eval.core.types import SearchMode
 from rag_eval.experiment import Experiment
 from rag_eval.ingest.collection import IngestResult
 from rag_eval.replay import provenance
@@ -44,26 +42,8 @@ class Replayed:
 
 def preflight(exp: Experiment, port: MilvusSearch) -> None:
     """Every search mode the configs ask for must be really performed by this backend."""
-    modes = {spec.mode for spec in exp.configs}
-    if not modes & {SearchMode.GROUPED, SearchMode.HYBRID}:
-        return
-    features = port.features()
-    uri = port.target.redacted_uri
     for spec in exp.configs:
-        if spec.mode is SearchMode.GROUPED and not features.grouping:
-            raise UnsupportedFeatureError(
-                f"config {spec.name!r} uses mode 'grouped' but Milvus at {uri} ignores grouping search: "
-                "use mode 'dense' (the client-side cap) or Milvus Lite / a server >= 2.4",
-                feature="grouping",
-                uri=uri,
-            )
-        if spec.mode is SearchMode.HYBRID and not features.hybrid:
-            raise UnsupportedFeatureError(
-                f"config {spec.name!r} uses mode 'hybrid' but Milvus at {uri} has no BM25 full-text search: "
-                "use mode 'dense' or Milvus Lite / a server >= 2.5",
-                feature="hybrid",
-                uri=uri,
-            )
+        port.check_mode(spec.mode, config=spec.name)
 
 
 def run_identity(exp: Experiment, prep: Prepared) -> dict[str, Any]:

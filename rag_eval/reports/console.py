@@ -26,7 +26,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.experiment import Experiment
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.ingest.collection import IngestResult
-from rag_eval.metrics.registry import READING_ORDER
+from rag_eval.metrics.registry import IDENTITY_TABLE, READING_ORDER
 from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
@@ -61,22 +61,7 @@ LOAD_COLUMNS = (
     "machine CPU busy",
 )  # fmt: skip
 
-MEASURES = (
-    "same_doc_multi_chunk_recall",
-    "same_doc_multi_chunk_recall_cap_aware",
-    "same_doc_pairs",
-    "duplicate_rate",
-    "content_duplicate_rate",
-    "content_duplicate_rate_copies",
-    "content_duplicate_rate_same_text",
-    "raw_duplicate_rate",
-    "raw_content_duplicate_rate",
-    "evidence_guard_1to1",
-    "cap_checked",
-    "cap_compliance",
-    "cap_compliance_true",
-    "return_n_compliance",
-)  # then the standard measures at one cutoff, payload size, search and post-process latency, losses
+MEASURES = IDENTITY_TABLE  # then the standard measures at one cutoff, payload size, latency, losses
 
 
 def console_measures(k: int) -> list[str]:

@@ -3,7 +3,9 @@
 The interval of each config's same-document multi-chunk recall is a 95% percentile bootstrap
 over queries (``scipy.stats.bootstrap``, 2,000 resamples, fixed seed): the pairs of one query
 are resampled together, since they share a retrieval. It describes one config; whether two
-configs differ is the comparison's business (``compare.json``).
+configs differ is the comparison's business (``compare.json``). It is scipy's bootstrap, not the
+comparison's (:mod:`rag_eval.compare.bootstrap`): that one computes intervals of paired differences between
+two configs on shared units, while this is the level of one config, shown and never gated.
 
 >>> frame = pd.DataFrame({"config": ["a", "a"], "relevant_chunks": [["d#chunk-0", "d#chunk-1"]] * 2,
 ...                       "delivered_relevant": [["d#chunk-0"], ["d#chunk-0", "d#chunk-1"]]})
@@ -22,6 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from rag_eval.metrics.measures import same_doc_pairs_of_row
+from rag_eval.metrics.registry import CHART_MEASURE
 from rag_eval.reports import charts
 from rag_eval.reports.display import Measure, flatten_config, measure
 from rag_eval.reports.loadtest import curve_chart
@@ -162,11 +165,16 @@ def _axis_label(m: Measure) -> str:
     return f"{m.label} (µs)" if m.unit == "us" else m.label
 
 
+def _title(name: str) -> str:
+    label = measure(name).label
+    return label[:1].upper() + label[1:]
+
+
 def all_charts(data: ReportData) -> list[tuple[str, str]]:
     """(title, svg) of every chart the run has data for, in reading order."""
     out = []
     for title, make in (
-        ("Same-document multi-chunk recall", recall_chart),
+        (_title(CHART_MEASURE), recall_chart),
         ("Sweep", sweep_chart),
         ("Where relevant chunks were lost", waterfall_chart),
         ("Latency per stage", lambda d: charts.latency(d.per_query, d.names)),

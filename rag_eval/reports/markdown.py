@@ -22,7 +22,7 @@ from typing import Any
 import jinja2
 
 from rag_eval.metrics.perquery import KIND_LABELS
-from rag_eval.metrics.registry import LATENCY_STAGES
+from rag_eval.metrics.registry import IDENTITY_TABLE, LATENCY_STAGES
 from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
@@ -30,21 +30,11 @@ from rag_eval.reports.tables import verdict
 from rag_eval.reports.templating import environment
 
 KEY_KINDS = tuple(str(kind) for kind in KIND_LABELS)
+_AFTER = IDENTITY_TABLE.index("content_duplicate_rate_same_text") + 1  # then the content duplicates by key kind
 IDENTITY_MEASURES = (
-    "same_doc_multi_chunk_recall",
-    "same_doc_multi_chunk_recall_cap_aware",
-    "same_doc_pairs",
-    "duplicate_rate",
-    "content_duplicate_rate",
-    "content_duplicate_rate_copies",
-    "content_duplicate_rate_same_text",
+    *IDENTITY_TABLE[:_AFTER],
     *(f"content_duplicates:key_kind:{kind}" for kind in KEY_KINDS),
-    "raw_duplicate_rate",
-    "raw_content_duplicate_rate",
-    "evidence_guard_1to1",
-    "cap_compliance",
-    "cap_compliance_true",
-    "return_n_compliance",
+    *IDENTITY_TABLE[_AFTER:],
     "payload:chars_p50",
     "payload:chars_p95",
     "payload:chunks_delivered_mean",

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag_eval.metrics.registry import GROUPS, Group
+from rag_eval.metrics.registry import GROUPS, VERDICT_LINE, Group
 from rag_eval.reports.display import (
     GROUP_TITLES,
     Measure,
@@ -31,15 +31,7 @@ from rag_eval.reports.display import (
 )
 from rag_eval.reports.verdict import verdict_sentence
 
-HEADLINE_MEASURES = (  # the measures of a verdict line
-    "same_doc_multi_chunk_recall",
-    "duplicate_rate",
-    "content_duplicate_rate",
-    "content_duplicate_rate_copies",
-    "cap_compliance",
-    "cap_compliance_true",
-    "latency:postprocess:p95",
-)
+HEADLINE_MEASURES = VERDICT_LINE
 GATE_ORDER = ("fail", "error", "warn", "underpowered", "pass")
 
 

@@ -31,6 +31,7 @@ module             its one job
 
 from __future__ import annotations
 
+from rag_eval.search.milvus.quoting import milvus_string_literal
 from rag_eval.search.milvus.schema import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -53,7 +54,6 @@ from rag_eval.search.milvus.schema import (
     IndexSpec,
     SearchTarget,
     is_server_uri,
-    milvus_string_literal,
     one_line,
     redact_uri,
 )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rag_eval.core.errors import quoted
-from rag_eval.search.milvus.schema import milvus_string_literal
+from rag_eval.search.milvus.quoting import milvus_string_literal
 
 # what the port's hit carries, and whether a collection must map it
 HIT_FIELDS: Final = ("id", "vector", "text", "doc_id", "chunk_index", "title", "source", "category", "start", "end")

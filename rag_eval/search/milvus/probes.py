@@ -22,7 +22,8 @@ from rag_eval.core.errors import (
 from rag_eval.search.milvus.collection import Collection, is_hnsw, search_params
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.lazy import pymilvus
-from rag_eval.search.milvus.schema import VECTOR_FIELD, IndexSpec, milvus_string_literal
+from rag_eval.search.milvus.quoting import milvus_string_literal
+from rag_eval.search.milvus.schema import VECTOR_FIELD, IndexSpec
 
 
 def probe_grouping(conn: Connection, coll: Collection, index: IndexSpec, *, doc_field: str = "doc_id",

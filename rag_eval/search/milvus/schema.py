@@ -10,14 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from rag_eval.core.errors import FilterError, as_written, quoted
+from rag_eval.core.errors import as_written, quoted
+from rag_eval.core.types import SearchMode
 from rag_eval.redact import redact_value
-
-if TYPE_CHECKING:  # fields.py reads this module's quoting; the map is only named here
-    from rag_eval.search.milvus.fields import FieldMap
+from rag_eval.search.milvus.fields import FieldMap
 
 DEFAULT_TOKEN_ENV: Final = "RAG_EVAL_MILVUS_TOKEN"
 DEFAULT_TIMEOUT: Final = 8.0  # seconds to connect, retries included: a dead server is reported within 10 s
@@ -109,6 +108,51 @@ class BackendFeatures:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModeSupport:
+    """Whether a search mode runs as asked, decided here alone (the experiment's checks, the replay's
+    preflight and the adapter's every search ask it). ``None``: not known yet (not probed), so not refused.
+
+    >>> ModeSupport(uri="kb.db", collection="kb", built_elsewhere=True).refusal(SearchMode.HYBRID)
+    "collection 'kb' was built elsewhere and has no BM25 full-text field of rag_eval's: use mode 'dense'"
+    >>> ModeSupport(uri="kb.db", collection="kb").refusal(SearchMode.GROUPED) is None
+    True
+    """
+
+    uri: str  # as shown (redacted)
+    collection: str
+    built_elsewhere: bool = False
+    grouping: bool | None = None  # the backend really groups (the 2.3 server silently does not)
+    hybrid_rpc: bool | None = None  # the backend has hybrid search (BM25 full text + RRF)
+    full_text: bool | None = None  # the collection has rag_eval's BM25 field
+
+    def refusal(self, mode: SearchMode) -> str | None:
+        """Why ``mode`` is refused, in one sentence that says what to do; None when it is not."""
+        if mode is SearchMode.GROUPED and self.grouping is False:
+            return (
+                f"Milvus at {self.uri} ignores grouping search (group_by_field) and would return ungrouped hits: "
+                "use mode 'dense' with the client-side per-document cap, or Milvus Lite / a server >= 2.4"
+            )
+        if mode is not SearchMode.HYBRID:
+            return None
+        if self.built_elsewhere:
+            return (
+                f"collection {self.collection!r} was built elsewhere and has no BM25 full-text field of rag_eval's: "
+                "use mode 'dense'"
+            )
+        if self.hybrid_rpc is False:
+            return (
+                f"Milvus at {self.uri} has no hybrid search (BM25 full text + RRF): use mode 'dense', or Milvus "
+                "Lite / a server >= 2.5"
+            )
+        if self.full_text is False:
+            return (
+                f"collection {self.collection!r} has no BM25 full-text field: re-ingest it with full_text=True "
+                "(Milvus Lite or a server >= 2.5), or use mode 'dense'"
+            )
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SearchTarget:
     """Where to search: one Milvus (a Lite file path or a server/cluster URI), one collection and its
     index, the environment variable that holds the token, and how long to wait for the server.
@@ -161,23 +205,6 @@ class SearchTarget:
         if self.fields is not None:
             out |= {"fields": self.fields.as_table(), "partitions": list(self.partitions)}
         return out
-
-
-def milvus_string_literal(value: str) -> str:
-    r"""A double-quoted Milvus filter literal that Lite and the server both read back as ``value``.
-
-    Backslash, double quote, CR, LF and TAB are escaped (the only escapes both parsers share); every other
-    character, single quotes and unicode included, is literal inside double quotes.
-
-    >>> print(milvus_string_literal("it's \\ \"x\""))
-    "it's \\ \"x\""
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise FilterError(f"filter value {quoted(value)} is not valid text: pass a UTF-8 string") from exc
-    table = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return '"' + "".join(table.get(ch, ch) for ch in value) + '"'
 
 
 def is_server_uri(uri: str) -> bool:

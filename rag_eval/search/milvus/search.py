@@ -48,6 +48,7 @@ from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.existing import foreign_collection, foreign_hit
 from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_query_cache, probe_templating
+from rag_eval.search.milvus.quoting import milvus_string_literal
 from rag_eval.search.milvus.readiness import settle
 from rag_eval.search.milvus.schema import (
     DEFAULT_CALL_TIMEOUT,
@@ -59,8 +60,8 @@ from rag_eval.search.milvus.schema import (
     SPARSE_FIELD,
     VECTOR_FIELD,
     BackendFeatures,
+    ModeSupport,
     SearchTarget,
-    milvus_string_literal,
 )
 
 BatchEncoder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
@@ -157,6 +158,22 @@ class MilvusSearch(PortBase):
         """GROUPED and HYBRID as this backend and collection really perform them (probed once, cached)."""
         return BackendFeatures(grouping=self._grouping_honoured(), hybrid=self._hybrid_available())
 
+    def check_mode(self, mode: SearchMode, *, config: str | None = None) -> None:
+        """Refuse ``mode`` (exit 2, naming ``config`` when given) when this backend and collection would not
+        perform it as asked (:class:`ModeSupport` decides; the backend is probed once, on first need)."""
+        if mode is SearchMode.DENSE:
+            return
+        support = ModeSupport(
+            uri=self._conn.shown, collection=self.collection, built_elsewhere=self._fields is not None,
+            grouping=self._grouping_honoured() if mode is SearchMode.GROUPED else None,
+            hybrid_rpc=self._hybrid_rpc_available() if mode is SearchMode.HYBRID else None,
+            full_text=self._coll.full_text,
+        )  # fmt: skip
+        refusal = support.refusal(mode)
+        if refusal is not None:
+            where = f"config {config!r} uses mode {mode.value!r}, but " if config is not None else ""
+            raise UnsupportedFeatureError(where + refusal, feature=mode.value, uri=self._conn.shown)
+
     def search(self, request: KnowledgeSearchRequest) -> tuple[KnowledgeSearchHit, ...]:
         """Hits for ``request.query``, best first, at most ``request.top_k``."""
         return self.search_batch([request])[0]
@@ -183,10 +200,7 @@ class MilvusSearch(PortBase):
 
     def _run(self, key: _GroupKey, queries: list[str]) -> list[tuple[KnowledgeSearchHit, ...]]:
         mode, top_k, category, group_size = key
-        if mode is SearchMode.HYBRID and not self._hybrid_available():
-            raise UnsupportedFeatureError(self._hybrid_refusal(), feature="hybrid", uri=self._conn.shown)
-        if mode is SearchMode.GROUPED and not self._grouping_honoured():
-            raise UnsupportedFeatureError(self._grouping_refusal(), feature="grouping", uri=self._conn.shown)
+        self.check_mode(mode)
         vectors = self._encode(queries)
         expr, params = self._filter(category)
         # DENSE asks for a few hits more than wanted, to see whether equal scores straddle the cut-off;
@@ -320,7 +334,7 @@ class MilvusSearch(PortBase):
         per_doc = Counter(h.doc_id for h in hits)
         if per_doc and max(per_doc.values()) > group_size:
             self._grouping = False
-            raise UnsupportedFeatureError(self._grouping_refusal(), feature="grouping", uri=self._conn.shown)
+            self.check_mode(SearchMode.GROUPED)  # refused now: the backend was seen ignoring the grouping
 
     def _hybrid_search(
         self, vectors: list[list[float]], queries: list[str], top_k: int, expr: str, params: dict[str, str] | None
@@ -362,35 +376,15 @@ class MilvusSearch(PortBase):
         return self._grouping
 
     def _hybrid_available(self) -> bool:
-        if self._fields is not None:  # a collection built elsewhere: no BM25 field of ours
-            self._hybrid_rpc = False
+        return self._fields is None and self._hybrid_rpc_available() and self._coll.full_text
+
+    def _hybrid_rpc_available(self) -> bool:
+        if self._fields is not None:  # a collection built elsewhere: not probed (no BM25 field of ours)
             return False
         if self._hybrid_rpc is None:
             self._hybrid_rpc = probe_hybrid(self._conn, self._coll, self._index)
-        return self._hybrid_rpc and self._coll.full_text
+        return self._hybrid_rpc
 
-    def _grouping_refusal(self) -> str:
-        return (
-            f"Milvus at {self._conn.shown} ignores grouping search (group_by_field) and would return "
-            "ungrouped hits: use mode 'dense' with the client-side per-document cap, or Milvus Lite / a "
-            "server >= 2.4"
-        )
-
-    def _hybrid_refusal(self) -> str:
-        if self._fields is not None:
-            return (
-                f"collection {self.collection!r} was built elsewhere and has no BM25 full-text field of "
-                "rag_eval's: use mode 'dense'"
-            )
-        if not self._hybrid_rpc:
-            return (
-                f"Milvus at {self._conn.shown} has no hybrid search (BM25 full text + RRF): use mode 'dense', "
-                "or Milvus Lite / a server >= 2.5"
-            )
-        return (
-            f"collection {self.collection!r} has no BM25 full-text field: re-ingest it with full_text=True "
-            "(Milvus Lite or a server >= 2.5), or use mode 'dense'"
-        )
 
 
 def _opt_str(value: Any) -> str | None:
