@@ -4,8 +4,8 @@
 
     run      prepare -> ingest -> replay -> summarise -> compare -> publish   (run.py)
     compare  read the run directories -> compare -> publish the comparison   (compare.py)
-    nightly  run against the accepted baseline -> accept a first night -> history   (night.py)
-    load     prepare -> ingest -> measure under load -> publish load.json   (under_load.py)
+    nightly  run against the accepted baseline -> accept a first night -> history   (nightly_run.py)
+    load     prepare -> ingest -> measure under load -> publish load.json   (loadtest.py)
     ingest   prepare -> ingest;  embed: the data set's precomputed vectors   (embed.py)
 
 ``rag_eval.cli`` parses the flags, calls a job and maps its outcome to an exit code; the reports'
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rag_eval.jobs.compare import compare_runs, comparison_paths
     from rag_eval.jobs.embed import embed_dataset, ingest
     from rag_eval.jobs.loadtest import load
-    from rag_eval.jobs.nightly import NightResult, nightly
+    from rag_eval.jobs.nightly_run import NightResult, nightly
     from rag_eval.jobs.run import RunResult, publish, run_experiment, summarise_run
     from rag_eval.replay.documents import config_rows
 
@@ -30,7 +30,7 @@ _WHERE = {
     "config_rows": "rag_eval.replay.documents", "compare_runs": "rag_eval.jobs.compare",
     "comparison_paths": "rag_eval.jobs.compare", "embed_dataset": "rag_eval.jobs.embed",
     "ingest": "rag_eval.jobs.embed",
-    "NightResult": "rag_eval.jobs.nightly", "nightly": "rag_eval.jobs.nightly", "RunResult": "rag_eval.jobs.run",
+    "NightResult": "rag_eval.jobs.nightly_run", "nightly": "rag_eval.jobs.nightly_run", "RunResult": "rag_eval.jobs.run",
     "publish": "rag_eval.jobs.run", "run_experiment": "rag_eval.jobs.run", "summarise_run": "rag_eval.jobs.run",
     "load": "rag_eval.jobs.loadtest",
 }  # fmt: skip
