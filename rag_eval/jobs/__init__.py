@@ -30,7 +30,8 @@ _WHERE = {
     "config_rows": "rag_eval.replay.documents", "compare_runs": "rag_eval.jobs.compare",
     "comparison_paths": "rag_eval.jobs.compare", "embed_dataset": "rag_eval.jobs.embed",
     "ingest": "rag_eval.jobs.embed",
-    "NightResult": "rag_eval.jobs.nightly_run", "nightly": "rag_eval.jobs.nightly_run", "RunResult": "rag_eval.jobs.run",
+    "NightResult": "rag_eval.jobs.nightly_run", "nightly": "rag_eval.jobs.nightly_run",
+    "RunResult": "rag_eval.jobs.run",
     "publish": "rag_eval.jobs.run", "run_experiment": "rag_eval.jobs.run", "summarise_run": "rag_eval.jobs.run",
     "load": "rag_eval.jobs.loadtest",
 }  # fmt: skip
