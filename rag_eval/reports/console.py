@@ -30,7 +30,7 @@ from rag_eval.metrics.registry import IDENTITY_TABLE, READING_ORDER
 from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
-from rag_eval.reports.verdict import verdict_sentence
+from rag_eval.reports.verdict_words import verdict_sentence
 
 __all__ = [
     "MEASURES",

@@ -34,7 +34,7 @@ from markupsafe import Markup
 from rag_eval.compare.runs import unjudged_note
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
-from rag_eval.reports import figures
+from rag_eval.reports import chart_data
 from rag_eval.reports.display import loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
 from rag_eval.reports.existing import resolution_rows
@@ -130,10 +130,10 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "config_differ": differ,
         "config_same": same,
         "hashes": hashes,
-        "charts": figures.all_charts(data),
+        "charts": chart_data.all_charts(data),
         "load": data.load,
         "load_rows": load_rows(data.load) if data.load is not None else [],
-        "mismatch": figures.delivered_check(data),
+        "mismatch": chart_data.delivered_check(data),
         "drill": drill,
         "drill_json": drill.data,
         "reproduce": reproduce_command(manifest, str(data.dir)),

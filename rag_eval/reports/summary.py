@@ -18,7 +18,7 @@ import jinja2
 
 from rag_eval.reports.gatetext import gate_value
 from rag_eval.reports.templating import environment
-from rag_eval.reports.verdict import verdict_sentence
+from rag_eval.reports.verdict_words import verdict_sentence
 
 VERDICT = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "underpowered": "underpowered", "error": "ERROR"}
 EXIT_HEADLINE = {0: "PASS", 1: "FAIL (a gate failed)", 2: "ERROR (a gate could not be evaluated)"}

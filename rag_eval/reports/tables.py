@@ -29,7 +29,7 @@ from rag_eval.reports.display import (
     ordered,
     prefers_ratio,
 )
-from rag_eval.reports.verdict import verdict_sentence
+from rag_eval.reports.verdict_words import verdict_sentence
 
 HEADLINE_MEASURES = VERDICT_LINE
 GATE_ORDER = ("fail", "error", "warn", "underpowered", "pass")
@@ -50,7 +50,7 @@ class VerdictLine:
     baseline_source: str
     items: tuple[Item, ...]
     gates: tuple[Mapping[str, Any], ...] = ()
-    sentence: str = ""  # the verdict in words (:mod:`rag_eval.reports.verdict`), once compared
+    sentence: str = ""  # the verdict in words (:mod:`rag_eval.reports.verdict_words`), once compared
 
 
 @dataclass(slots=True, kw_only=True)

@@ -31,6 +31,7 @@ module             its one job
 
 from __future__ import annotations
 
+from rag_eval.search.milvus.builder import MilvusStore
 from rag_eval.search.milvus.quoting import milvus_string_literal
 from rag_eval.search.milvus.schema import (
     DEFAULT_CALL_TIMEOUT,
@@ -58,7 +59,6 @@ from rag_eval.search.milvus.schema import (
     redact_uri,
 )
 from rag_eval.search.milvus.search import MilvusSearch
-from rag_eval.search.milvus.store import MilvusStore
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
