@@ -38,7 +38,7 @@ def _usage(key: str, message: str) -> Exception:
 
 def _experiment(args: argparse.Namespace) -> Any:
     """The experiment of a file, or of flags alone, with the CLI flags applied on top."""
-    from rag_eval.experiment import default_experiment, load_experiment, parse_config_flag, with_overrides
+    from rag_eval.experiment import Overrides, default_experiment, load_experiment, parse_config_flag, with_overrides
 
     if args.experiment:
         exp = load_experiment(args.experiment)
@@ -48,8 +48,7 @@ def _experiment(args: argparse.Namespace) -> Any:
         raise _usage("EXPERIMENT", "give an experiment file or --dataset DIR")
     configs = [parse_config_flag(c) for c in getattr(args, "config", None) or ()]
     return with_overrides(
-        exp,
-        dataset=args.dataset if args.experiment else None,
+        exp, Overrides(dataset=args.dataset if args.experiment else None,
         split=args.split,
         milvus_uri=args.milvus_uri,
         collection=args.collection,
@@ -59,8 +58,7 @@ def _experiment(args: argparse.Namespace) -> Any:
         baseline=getattr(args, "baseline", None),
         query_limit=getattr(args, "limit", None),
         latency=getattr(args, "latency", None),
-        require_configs=args.func is not _cmd_ingest,
-    )
+        require_configs=args.func is not _cmd_ingest))
 
 
 def _gates(args: argparse.Namespace) -> Any:
@@ -140,8 +138,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         with progress.running():
             result = jobs.run_experiment(
-                exp, out, resume=args.resume, progress=progress, gates=gates, against=args.against,
-                intersection=args.intersection, cluster=cluster, force_out=args.force_out,
+                exp, out,
+                jobs.Execution(progress=progress, cluster=cluster, resume=args.resume, force_out=args.force_out),
+                jobs.Judging(gates=gates, against=args.against, intersection=args.intersection),
             )  # fmt: skip
     except KeyboardInterrupt:
         raise Interrupted(_resume_advice(out, given=bool(args.out))) from None
@@ -221,8 +220,8 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
     progress = _progress(args)
     with progress.running():
         night = jobs.nightly(
-            exp, root=args.root, accepted_root=args.accepted_dir, history=args.history, gates=_gates(args),
-            progress=progress, cluster=cluster,
+            exp, jobs.NightFolders(root=args.root, accepted_root=args.accepted_dir, history=args.history),
+            gates=_gates(args), how=jobs.Execution(progress=progress, cluster=cluster),
         )  # fmt: skip
     if night.run.comparison is not None:
         print_gates(night.run.comparison.document)

@@ -59,7 +59,7 @@ from rag_eval.experiment.model import (
     Experiment,
     IngestProfile,
 )
-from rag_eval.experiment.overrides import default_experiment, parse_config_flag, with_overrides
+from rag_eval.experiment.overrides import Overrides, default_experiment, parse_config_flag, with_overrides
 from rag_eval.experiment.reader import experiment_from_table, load_experiment, read_settings
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "Experiment",
     "IngestProfile",
     "Keys",
+    "Overrides",
     "check_experiment",
     "default_experiment",
     "experiment_from_table",

@@ -5,7 +5,7 @@ The flags change fields of an :class:`Experiment`; the result is checked by the 
 that set the field (``--milvus-uri``), or by the file's key when the file set it.
 
 >>> exp = default_experiment("datasets/incident-kb")
->>> with_overrides(exp, query_limit=0, require_configs=False)
+>>> with_overrides(exp, Overrides(query_limit=0, require_configs=False))
 Traceback (most recent call last):
 rag_eval.core.errors.ConfigError: 1 configuration problem: must be >= 1, got 0 @ --limit
 """
@@ -13,7 +13,7 @@ rag_eval.core.errors.ConfigError: 1 configuration problem: must be >= 1, got 0 @
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,58 +64,62 @@ def parse_config_flag(value: str, *, base: Path = Path()) -> ConfigSpec:
     return ConfigSpec(name=name, config=config, mode=mode, origin=str(base / path))
 
 
-def with_overrides(
-    exp: Experiment,
-    *,
-    dataset: str | None = None,
-    split: str | None = None,
-    milvus_uri: str | None = None,
-    collection: str | None = None,
-    chunker: str | None = None,
-    profile: str | None = None,
-    configs: Sequence[ConfigSpec] = (),
-    baseline: str | None = None,
-    query_limit: int | None = None,
-    latency: str | None = None,
-    require_configs: bool = True,
-) -> Experiment:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Overrides:
+    """What the command line changes in an experiment (None, or no configs: not given)."""
+
+    dataset: str | None = None
+    split: str | None = None
+    milvus_uri: str | None = None
+    collection: str | None = None
+    chunker: str | None = None
+    profile: str | None = None
+    configs: Sequence[ConfigSpec] = ()
+    baseline: str | None = None
+    query_limit: int | None = None
+    latency: str | None = None
+    require_configs: bool = True  # an experiment without configs is refused
+
+
+def with_overrides(exp: Experiment, overrides: Overrides | None = None) -> Experiment:
     """Apply CLI flags on top of a file (or of the defaults), then check the result as a file is checked."""
+    o = overrides or Overrides()
     problems: list[ConfigProblem] = []
     changes: dict[str, Any] = {
         field: value
         for field, value in (
-            ("split", split), ("milvus_uri", milvus_uri), ("collection", collection), ("chunker_spec", chunker),
-            ("query_limit", query_limit),
+            ("split", o.split), ("milvus_uri", o.milvus_uri), ("collection", o.collection),
+            ("chunker_spec", o.chunker), ("query_limit", o.query_limit),
         )
         if value is not None
     }  # fmt: skip
-    if collection is not None and exp.existing is not None:  # the collection built elsewhere to replay
+    if o.collection is not None and exp.existing is not None:  # the collection built elsewhere to replay
         changes.pop("collection")
-        changes["existing"] = replace(exp.existing, name=collection)
-    if dataset is not None and (why := path_problem(dataset)):
+        changes["existing"] = replace(exp.existing, name=o.collection)
+    if o.dataset is not None and (why := path_problem(o.dataset)):
         problems.append(ConfigProblem("--dataset", why))
-    elif dataset is not None:
-        changes["dataset_path"] = Path(dataset).resolve()
+    elif o.dataset is not None:
+        changes["dataset_path"] = Path(o.dataset).resolve()
         if exp.source is None:
-            changes["name"] = slug_name(Path(dataset).resolve().name)
-    if profile is not None:
-        if profile not in PROFILES:
+            changes["name"] = slug_name(Path(o.dataset).resolve().name)
+    if o.profile is not None:
+        if o.profile not in PROFILES:
             known = ", ".join(PROFILES)
-            problems.append(ConfigProblem("--profile", f"unknown profile {quoted(profile)} (known: {known})"))
+            problems.append(ConfigProblem("--profile", f"unknown profile {quoted(o.profile)} (known: {known})"))
         else:
-            changes["profile"] = PROFILES[profile]
-    if configs:
-        changes["configs"] = tuple(configs)
-        changes["baseline"] = baseline or configs[0].name
-    elif baseline is not None:
-        changes["baseline"] = baseline
-    if latency is not None:
+            changes["profile"] = PROFILES[o.profile]
+    if o.configs:
+        changes["configs"] = tuple(o.configs)
+        changes["baseline"] = o.baseline or o.configs[0].name
+    elif o.baseline is not None:
+        changes["baseline"] = o.baseline
+    if o.latency is not None:
         try:
-            changes["timing"] = TimingPlan.parse(latency, exp.timing)
+            changes["timing"] = TimingPlan.parse(o.latency, exp.timing)
         except ConfigError as err:
             problems.extend(err.problems)
     new = replace(exp, **changes)
-    if not new.configs and require_configs:
+    if not new.configs and o.require_configs:
         problems.append(ConfigProblem("--config", "no configs: give an experiment file or --config NAME=FILE"))
     problems += check_experiment(new, Keys(flags={f: FLAGS[f] for f in changes if f in FLAGS}))
     raise_problems(problems, exp.source)

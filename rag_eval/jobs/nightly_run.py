@@ -7,13 +7,11 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_eval.cluster.settings import Cluster
 from rag_eval.compare.gates import GateSet
 from rag_eval.compare.history import accept, accepted_dir, append_history, is_accepted, night_notes
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.experiment import Experiment
-from rag_eval.jobs.run import RunResult, run_experiment
-from rag_eval.replay.prepare import Progress
+from rag_eval.jobs.run import Execution, Judging, RunResult, run_experiment
 from rag_eval.rundir import folders
 
 
@@ -31,27 +29,34 @@ class NightResult:
         return self.run.exit_code
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightFolders:
+    """Where the nights go, where the accepted baselines are kept, and the history file."""
+
+    root: str | Path = folders.NIGHTS
+    accepted_root: str | Path = folders.ACCEPTED
+    history: str | Path = folders.HISTORY
+
+
 def nightly(
     exp: Experiment,
+    places: NightFolders | None = None,
     *,
-    root: str | Path = folders.NIGHTS,
-    accepted_root: str | Path = folders.ACCEPTED,
-    history: str | Path = folders.HISTORY,
     gates: GateSet | None = None,
-    progress: Progress | None = None,
+    how: Execution | None = None,
     when: dt.datetime | None = None,
-    cluster: Cluster | None = None,
 ) -> NightResult:
     """One night: run ``exp`` into ``ROOT/<UTC date>/``, pair it with the accepted baseline (the first
     night accepts itself and says so), apply the gates, append to the history."""
-    out = folders.night_dir(root, when)
-    accepted = accepted_dir(accepted_root, exp.name)
+    places = places or NightFolders()
+    out = folders.night_dir(places.root, when)
+    accepted = accepted_dir(places.accepted_root, exp.name)
     first = not is_accepted(accepted)
-    result = run_experiment(
-        exp, out, progress=progress, gates=gates, against=None if first else accepted, against_self=first,
-        notes=night_notes(accepted, first=first), cluster=cluster,
-    )  # fmt: skip
+    judged = Judging(
+        gates=gates, against=None if first else accepted, against_self=first, notes=night_notes(accepted, first=first)
+    )
+    result = run_experiment(exp, out, how, judged)
     if first:
-        accept(out, root=accepted_root)
-    append_history(ComparedRun.from_dir(out), exit_code=result.exit_code, path=history)
+        accept(out, root=places.accepted_root)
+    append_history(ComparedRun.from_dir(out), exit_code=result.exit_code, path=places.history)
     return NightResult(dir=out, accepted=accepted, first=first, run=result)

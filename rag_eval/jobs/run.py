@@ -43,37 +43,46 @@ class RunResult:
     exit_code: int = 0  # the gates' (0 pass or warn, 1 a fail gate fired, 2 a fail gate not evaluable)
 
 
-def run_experiment(
-    exp: Experiment,
-    out: str | Path,
-    *,
-    resume: bool = False,
-    progress: Progress | None = None,
-    gates: GateSet | None = None,
-    against: str | Path | None = None,
-    against_self: bool = False,
-    intersection: bool = False,
-    notes: Sequence[str] = (),
-    cluster: Cluster | None = None,
-    force_out: bool = False,
-) -> RunResult:
-    """Replay ``exp`` into ``out`` and gate it: prepare, ingest, replay, summarise, compare, publish.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Execution:
+    """How a job runs: where it shows its progress, on which cluster (the query batches, then the comparisons,
+    on Dask workers: the rows and the comparison are the same as in one process), whether it resumes an
+    interrupted run, and whether it may write into a directory of other files (else refused)."""
 
-    Compared within the run (every config against the baseline) unless ``against`` names an earlier
-    run directory (``against_self``: the run against itself, as a first night does). The gates are
-    ``gates``, else the experiment's, else the shipped default; they are checked before anything runs.
-    ``cluster``: replay the query batches, then compare the configs, on Dask workers (the rows and the
-    comparison are the same as in one process).
-    ``force_out``: write into ``out`` even when it is a directory of other files (else refused).
-    """
-    prog = progress or Progress(quiet=True)
+    progress: Progress | None = None
+    cluster: Cluster | None = None
+    resume: bool = False
+    force_out: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judging:
+    """What a run is compared with and gated by: within the run (every config against the baseline) unless
+    ``against`` names an earlier run directory (``against_self``: the run against itself, as a first night
+    does); ``gates``, else the experiment's, else the shipped default; ``intersection``: pair only the queries
+    both runs hold; ``notes`` carried by the comparison."""
+
+    gates: GateSet | None = None
+    against: str | Path | None = None
+    against_self: bool = False
+    intersection: bool = False
+    notes: Sequence[str] = ()
+
+
+def run_experiment(
+    exp: Experiment, out: str | Path, how: Execution | None = None, judged: Judging | None = None
+) -> RunResult:
+    """Replay ``exp`` into ``out`` and gate it: prepare, ingest, replay, summarise, compare, publish. The
+    gates and the run compared with are checked before anything runs."""
+    how, judged = how or Execution(), judged or Judging()
+    prog, cluster, resume, against = how.progress or Progress(quiet=True), how.cluster, how.resume, judged.against
     clock = provenance.Clock.start()
-    gate_set = run_gates(gates, exp)
+    gate_set = run_gates(judged.gates, exp)
     earlier = _earlier_run(exp, against)
-    store = _run_store(out, resume=resume, force_out=force_out)
+    store = _run_store(out, resume=resume, force_out=how.force_out)
     with store.locked():  # held until the last file is published; a second run into `out` is refused
         prep = prepare(exp)
-        if earlier is not None and not intersection:
+        if earlier is not None and not judged.intersection:
             check_pairable(data_identity(exp, prep), earlier)
         collection = ingest_collection(exp, prep, prog)
         replayed = replay(exp, prep, collection, store, resume=resume, progress=prog, cluster=cluster)
@@ -83,8 +92,10 @@ def run_experiment(
             load = measure_load(exp, prep, collection, exp.load, run=run_id, progress=prog)
         run = summarise_run(exp, prep, replayed, load, clock)
         with comparison_tasks(cluster) as tasks:
-            base = run if against_self else earlier
-            comparison = compare(run, base, gate_set, intersection=intersection, notes=notes, tasks=tasks)
+            base = run if judged.against_self else earlier
+            comparison = compare(
+                run, base, gate_set, intersection=judged.intersection, notes=judged.notes, tasks=tasks
+            )
         publish(exp, prep, replayed, load, run, comparison)
     return RunResult(
         out=store.dir,

@@ -46,11 +46,11 @@ def test_compare(benchmark, results: Results, pytestconfig: pytest.Config, queri
 def default_run(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
     """The default experiment's run on Milvus Lite (all 264 queries when timed, 40 otherwise)."""
     from rag_eval import jobs
-    from rag_eval.experiment import load_experiment, with_overrides
+    from rag_eval.experiment import Overrides, load_experiment, with_overrides
 
     tmp = tmp_path_factory.mktemp("bench-compare-default")
     exp = load_experiment(SHIPPED / "experiments" / "default.toml")
-    exp = with_overrides(exp, milvus_uri=str(tmp / "kb.db"), query_limit=None if timed(pytestconfig) else 40)
+    exp = with_overrides(exp, Overrides(milvus_uri=str(tmp / "kb.db"), query_limit=None if timed(pytestconfig) else 40))
     return jobs.run_experiment(exp, tmp / "run").out
 
 

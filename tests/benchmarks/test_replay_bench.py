@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from rag_eval.core.transform import KnowledgeQueryTransformer
-from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from rag_eval.experiment.latency import LatencyMode, TimingPlan
 from rag_eval.ingest.collection import ensure_collection
 from rag_eval.replay.batches import Replayer, batches, long_lived_frozen
@@ -47,7 +47,7 @@ class Setup:
 
 def _setup(uri: str, tmp: Path, collection: str | None) -> Setup:
     default = load_experiment(SHIPPED / "experiments" / "default.toml")
-    exp = with_overrides(default, milvus_uri=uri, collection=collection)
+    exp = with_overrides(default, Overrides(milvus_uri=uri, collection=collection))
     evidence = next(c for c in exp.configs if c.name == "evidence")
     exp = replace(exp, configs=(evidence,), baseline="evidence", cache_dir=tmp / "cache")
     prep = prepare(exp)

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from rag_eval import jobs
-from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from tests.conftest import ROOT
 from tests.integration.test_harness_lite import check_against_pytrec_eval
 
@@ -31,7 +31,7 @@ def clapnq_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Exper
     pytest.importorskip("sentence_transformers", reason="the embed extra is needed to embed ClapNQ once")
     tmp = tmp_path_factory.mktemp("clapnq")
     exp = load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml")
-    exp = with_overrides(exp, dataset=str(base / "clapnq"), milvus_uri=str(tmp / "milvus.db"))
+    exp = with_overrides(exp, Overrides(dataset=str(base / "clapnq"), milvus_uri=str(tmp / "milvus.db")))
     exp = replace(exp, cache_dir=ROOT / "reports" / "cache" / "embeddings")
     yield exp, jobs.run_experiment(exp, tmp / "run")
 

@@ -31,7 +31,7 @@ from rag_eval.compare.history import read_history
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.compare.stats import Settings, aggregate, paired_compare
 from rag_eval.compare.verdicts import gate_alternative
-from rag_eval.experiment import load_experiment, with_overrides
+from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from tests.conftest import SHIPPED
 
 pytestmark = [pytest.mark.milvus_lite, pytest.mark.slow]
@@ -240,18 +240,19 @@ def test_make_eval_exits_0_and_writes_the_comparison(tmp_path: Path) -> None:
 
 
 def test_nightly_twice_pairs_the_second_night_with_the_first(tmp_path: Path) -> None:
-    exp = with_overrides(load_experiment(SHIPPED / "experiments" / "nightly.toml"), milvus_uri=str(tmp_path / "l.db"))
+    nightly_toml = load_experiment(SHIPPED / "experiments" / "nightly.toml")
+    exp = with_overrides(nightly_toml, Overrides(milvus_uri=str(tmp_path / "l.db")))
     nightly = load_gates("nightly")
     # pairing and history are what this test is about; timing noise is calibrated above
     gates = gates_from_table(
         {"checks": [c.spec for c in nightly.checks if not c.metric.startswith("latency")]}, path="(test)", text=""
     )
     root, accepted, history = tmp_path / "nightly", tmp_path / "accepted", tmp_path / "history.parquet"
-    first = jobs.nightly(exp, root=root, accepted_root=accepted, history=history, gates=gates)
+    first = jobs.nightly(exp, jobs.NightFolders(root=root, accepted_root=accepted, history=history), gates=gates)
     assert first.first and first.exit_code == 0
     doc = json.loads((first.dir / "compare.json").read_text())
     assert "first night" in doc["notes"][0] and doc["against"]["dir"] == str(first.dir)
-    second = jobs.nightly(exp, root=root, accepted_root=accepted, history=history, gates=gates)
+    second = jobs.nightly(exp, jobs.NightFolders(root=root, accepted_root=accepted, history=history), gates=gates)
     assert not second.first and second.exit_code == 0 and second.dir != first.dir
     doc = json.loads((second.dir / "compare.json").read_text())
     assert doc["against"]["dir"] == str(first.accepted)

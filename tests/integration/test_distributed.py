@@ -23,7 +23,7 @@ from rag_eval import cli, jobs
 from rag_eval.cluster.settings import Cluster
 from rag_eval.cluster.tasks import connect
 from rag_eval.core.errors import ClusterError, RunStoreError, SearchUnavailableError
-from rag_eval.experiment import load_experiment, with_overrides
+from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from rag_eval.replay.strategies import replay_batches
 from rag_eval.replay.workers import BatchTask, WorkerJob
 from rag_eval.rundir.rows import LATENCY_COLUMNS, Truth
@@ -48,7 +48,7 @@ def timed(run: Path) -> int:
 
 
 def small(uri: str, tmp_path: Path, **overrides: object) -> object:
-    exp = with_overrides(load_experiment(DEFAULT), milvus_uri=uri, query_limit=48, **overrides)  # type: ignore[arg-type]
+    exp = with_overrides(load_experiment(DEFAULT), Overrides(milvus_uri=uri, query_limit=48, **overrides))  # type: ignore[arg-type]
     return replace(exp, batch_size=16, cache_dir=tmp_path / "cache")  # 3 batches
 
 
@@ -85,7 +85,7 @@ def test_two_workers_on_the_server_give_the_serial_rows(
     # a cluster of its own, reached by its scheduler's address as --scheduler does
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as running:
         cluster = Cluster(scheduler=running.scheduler_address)
-        dask = jobs.run_experiment(exp, tmp_path / "dask", cluster=cluster)  # type: ignore[arg-type]
+        dask = jobs.run_experiment(exp, tmp_path / "dask", jobs.Execution(cluster=cluster))  # type: ignore[arg-type]
     assert rows(dask.out).equals(rows(serial.out))
     assert timed(dask.out) == timed(serial.out) == 48 * 5
     assert dask.summary["execution"]["replay"].startswith("query batches as Dask tasks on the workers of the Dask")
@@ -121,7 +121,8 @@ def test_batches_the_workers_wrote_out_of_reach_are_an_error_not_a_smaller_run(
     # as if remote workers had written into a .parts of their own machine's: nothing arrives here
     monkeypatch.setattr(strategies, "replay_batches", lambda *args, **kwargs: 3)
     with pytest.raises(RunStoreError, match=r"3 query batches the workers finished are not in") as caught:
-        jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run", cluster=Cluster(workers=2))  # type: ignore[arg-type]
+        on_two = jobs.Execution(cluster=Cluster(workers=2))
+        jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run", on_two)  # type: ignore[arg-type]
     assert caught.value.exit_code == 3
     assert not (tmp_path / "run" / "per_query.parquet").exists()
 
@@ -163,7 +164,8 @@ def test_a_scheduler_that_cannot_be_reached_is_an_infrastructure_error() -> None
 def test_a_run_whose_scheduler_cannot_be_reached_leaves_no_run_directory(tmp_path: Path) -> None:
     unreachable = Cluster(scheduler="tcp://127.0.0.1:9", connect_timeout=1.0)
     with pytest.raises(ClusterError) as caught:
-        jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run", cluster=unreachable)  # type: ignore[arg-type]
+        on_none = jobs.Execution(cluster=unreachable)
+        jobs.run_experiment(small(str(tmp_path / "kb.db"), tmp_path), tmp_path / "run", on_none)  # type: ignore[arg-type]
     assert caught.value.exit_code == 3 and not (tmp_path / "run").exists()
 
 

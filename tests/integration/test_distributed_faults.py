@@ -73,7 +73,7 @@ def worker_processes() -> list[psutil.Process]:
 def test_a_worker_killed_mid_run_has_its_batches_run_again(tmp_path: Path) -> None:
     exp = replace(small(str(tmp_path / "kb.db"), tmp_path), batch_size=4)  # type: ignore[type-var]
     out = tmp_path / "run"
-    thread, outcome = in_background(lambda: jobs.run_experiment(exp, out, cluster=Cluster(workers=2)))
+    thread, outcome = in_background(lambda: jobs.run_experiment(exp, out, jobs.Execution(cluster=Cluster(workers=2))))
     wait_for(lambda: parts_in(out / ".parts") >= 1 and len(worker_processes()) == 2, thread)
     assert thread.is_alive() and parts_in(out / ".parts") < QUERIES // 4, "the replay ended before the kill"
     victim = worker_processes()[0]
@@ -91,7 +91,7 @@ def test_a_parts_url_that_stops_taking_writes_is_exit_3_and_a_resume_finishes_th
     out, shared = tmp_path / "run", tmp_path / "shared"
     url = f"file://{shared}"
     thread, outcome = in_background(
-        lambda: jobs.run_experiment(exp, out, cluster=Cluster(workers=2, parts_url=url))
+        lambda: jobs.run_experiment(exp, out, jobs.Execution(cluster=Cluster(workers=2, parts_url=url)))
     )
     wait_for(lambda: parts_in(out / ".parts") >= 1, thread)
     assert thread.is_alive(), "the replay ended before the parts URL went away"
@@ -106,7 +106,7 @@ def test_a_parts_url_that_stops_taking_writes_is_exit_3_and_a_resume_finishes_th
     kept = parts_in(out / ".parts")
     assert 1 <= kept < QUERIES // 4
     shared.unlink()  # the URL takes writes again
-    resumed = jobs.run_experiment(exp, out, resume=True, cluster=Cluster(workers=2, parts_url=url))
+    resumed = jobs.run_experiment(exp, out, jobs.Execution(resume=True, cluster=Cluster(workers=2, parts_url=url)))
     assert resumed.resumed_batches == kept
     assert json.loads((out / "manifest.json").read_text())["resumed_batches"] == kept
     assert_whole(out, len(exp.configs))

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_eval import jobs
-from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from rag_eval.replay.batches import Replayer
 from rag_eval.rundir.rows import LATENCY_COLUMNS
 from tests.conftest import ROOT, SHIPPED
@@ -34,7 +34,7 @@ DEFAULT = SHIPPED / "experiments" / "default.toml"
 
 
 def experiment(tmp: Path, **changes: object) -> Experiment:
-    exp = with_overrides(load_experiment(DEFAULT), milvus_uri=str(tmp / "milvus.db"))
+    exp = with_overrides(load_experiment(DEFAULT), Overrides(milvus_uri=str(tmp / "milvus.db")))
     return replace(exp, cache_dir=tmp / "cache", **changes)  # type: ignore[arg-type]
 
 
@@ -179,7 +179,7 @@ def test_second_ingest_reuses_the_collection(tmp_path: Path) -> None:
     second = jobs.ingest(exp)
     assert not first.reused and second.reused and second.embedded == 0
     assert second.collection == first.collection
-    changed = jobs.ingest(with_overrides(exp, profile="clean"))
+    changed = jobs.ingest(with_overrides(exp, Overrides(profile="clean")))
     assert not changed.reused and changed.collection != first.collection
 
 
@@ -206,7 +206,7 @@ def test_resume_after_a_crash_gives_the_same_rows(tmp_path: Path, monkeypatch: p
     assert not (tmp_path / "resumed" / "per_query.parquet").exists()
     assert len(list((tmp_path / "resumed" / ".parts").glob("batch-*.parquet"))) == 2
     monkeypatch.setattr(Replayer, "lookups", original)
-    resumed = jobs.run_experiment(exp, tmp_path / "resumed", resume=True)
+    resumed = jobs.run_experiment(exp, tmp_path / "resumed", jobs.Execution(resume=True))
     assert resumed.resumed_batches == 2
     pd.testing.assert_frame_equal(
         _without_latency(whole.out / "per_query.parquet"), _without_latency(resumed.out / "per_query.parquet")

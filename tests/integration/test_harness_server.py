@@ -14,7 +14,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.core.errors import UnsupportedFeatureError
-from rag_eval.experiment import load_experiment, with_overrides
+from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from tests.conftest import ROOT, SHIPPED
 
 
@@ -24,11 +24,9 @@ def test_ingest_reuse_rebuild_and_replay_on_the_server(
 ) -> None:
     drop_after(server_uri, collection_name)
     exp = with_overrides(
-        load_experiment(SHIPPED / "experiments" / "default.toml"),
-        milvus_uri=server_uri,
+        load_experiment(SHIPPED / "experiments" / "default.toml"), Overrides(milvus_uri=server_uri,
         collection=collection_name,
-        query_limit=60,
-    )
+        query_limit=60))
     exp = replace(exp, cache_dir=tmp_path / "cache")
     first = jobs.ingest(exp)
     again = jobs.ingest(exp)
@@ -44,7 +42,7 @@ def test_ingest_reuse_rebuild_and_replay_on_the_server(
     assert evidence["latency_us"]["search"]["p50"] > 0
     assert manifest["milvus"]["reused"] is True
 
-    rebuilt = jobs.ingest(with_overrides(exp, profile="clean"))
+    rebuilt = jobs.ingest(with_overrides(exp, Overrides(profile="clean")))
     assert not rebuilt.reused and rebuilt.reason == "manifest differs" and rebuilt.collection == collection_name
 
 
@@ -54,11 +52,9 @@ def test_grouped_mode_is_refused_before_anything_is_written(
 ) -> None:
     drop_after(server_uri, collection_name)
     exp = with_overrides(
-        load_experiment(SHIPPED / "experiments" / "grouped.toml"),
-        milvus_uri=server_uri,
+        load_experiment(SHIPPED / "experiments" / "grouped.toml"), Overrides(milvus_uri=server_uri,
         collection=collection_name,
-        query_limit=10,
-    )
+        query_limit=10))
     with pytest.raises(UnsupportedFeatureError, match="ignores grouping"):
         jobs.run_experiment(replace(exp, cache_dir=tmp_path / "cache"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
@@ -112,15 +108,13 @@ def test_two_runs_on_the_server_give_identical_rows(
     drop_after(server_uri, collection_name)
     exp = with_overrides(
         load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml"),
-        dataset=str(shared_dataset("clapnq")),
-        milvus_uri=server_uri,
-        collection=collection_name,
+        Overrides(dataset=str(shared_dataset("clapnq")), milvus_uri=server_uri, collection=collection_name),
     )
     kept = tuple(c for c in exp.configs if c.name in ("legacy-merge", "evidence"))
     exp = replace(exp, configs=kept, gates=None, cache_dir=tmp_path / "cache")
     jobs.ingest(exp, force=True)
     tables = []
     for n, latency in enumerate(("off", "all")):
-        result = jobs.run_experiment(with_overrides(exp, latency=latency), tmp_path / f"run{n}")
+        result = jobs.run_experiment(with_overrides(exp, Overrides(latency=latency)), tmp_path / f"run{n}")
         tables.append(pq.read_table(result.out / "per_query.parquet").to_pandas().drop(columns=list(LATENCY_COLUMNS)))
     pd.testing.assert_frame_equal(tables[0], tables[1])

@@ -16,7 +16,7 @@ import pytest
 from rag_eval import jobs
 from rag_eval.core.ports import KnowledgeSearchPort
 from rag_eval.core.types import KnowledgeSearchRequest
-from rag_eval.experiment import ConfigSpec, load_experiment, with_overrides
+from rag_eval.experiment import ConfigSpec, Overrides, load_experiment, with_overrides
 from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.memory import InMemoryRow, InMemorySearch
 from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore
@@ -116,8 +116,7 @@ def test_narrower_widths_are_prefixes_of_the_total_order(port: KnowledgeSearchPo
 def test_a_config_gives_the_same_rows_alone_and_beside_wider_configs(tmp_path: Path) -> None:
     """Re-ingested copies have identical vectors, so ties at a narrow config's cut-off are common."""
     base = with_overrides(
-        load_experiment(SHIPPED / "experiments" / "retrieve-k.toml"), milvus_uri=str(tmp_path / "milvus.db")
-    )
+        load_experiment(SHIPPED / "experiments" / "retrieve-k.toml"), Overrides(milvus_uri=str(tmp_path / "milvus.db")))
     base = replace(base, index=IndexSpec.flat(), cache_dir=tmp_path / "cache", query_limit=120)
     narrow = ConfigSpec(name="k3", config=base.configs[0].config.with_(retrieve_k=3, return_n=3))
     wide = [ConfigSpec(name=f"k{k}", config=base.configs[0].config.with_(retrieve_k=k)) for k in (20, 50)]

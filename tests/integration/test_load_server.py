@@ -17,7 +17,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.compare.gates import GateSet, parse_check
-from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.search.milvus import MilvusStore
 from tests.conftest import ROOT, SHIPPED
@@ -30,7 +30,8 @@ DEFAULT = SHIPPED / "experiments" / "default.toml"
 
 def two_configs(server_uri: str, collection: str, limit: int) -> Experiment:
     """The default experiment's baseline (legacy-merge) and D1-D5 (evidence) only: fewer comparisons to wait for."""
-    exp = with_overrides(load_experiment(DEFAULT), milvus_uri=server_uri, collection=collection, query_limit=limit)
+    flags = Overrides(milvus_uri=server_uri, collection=collection, query_limit=limit)
+    exp = with_overrides(load_experiment(DEFAULT), flags)
     return replace(exp, configs=tuple(c for c in exp.configs if c.name in ("legacy-merge", "evidence")))
 
 
@@ -64,7 +65,7 @@ def test_a_run_with_a_load_table_measures_gates_and_draws_the_curve(
     exp = replace(exp, cache_dir=tmp_path / "cache", load=settings)
     gates = GateSet(source="g.toml", checks=(parse_check("fail load:e2e:p99@2 <= 10s for evidence", path="g.toml"),))
     out = tmp_path / "run"
-    result = jobs.run_experiment(exp, out, gates=gates)
+    result = jobs.run_experiment(exp, out, judged=jobs.Judging(gates=gates))
     assert result.exit_code == 0
 
     doc = json.loads((out / "load.json").read_text())

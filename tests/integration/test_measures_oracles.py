@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_eval import jobs
-from rag_eval.experiment import Experiment, load_experiment, with_overrides
+from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from tests.conftest import SHIPPED
 from tests.integration.test_existing_runs import example_collection
 from tests.integration.test_harness_lite import check_against_pytrec_eval, read_trec_qrels, read_trec_run
@@ -34,9 +34,8 @@ def lite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module", params=EXPERIMENTS)
 def shipped_run(request: pytest.FixtureRequest, lite: Path) -> Iterator[tuple[Experiment, Path]]:
-    exp = with_overrides(
-        load_experiment(SHIPPED / "experiments" / f"{request.param}.toml"), milvus_uri=str(lite / "milvus.db")
-    )
+    shipped = load_experiment(SHIPPED / "experiments" / f"{request.param}.toml")
+    exp = with_overrides(shipped, Overrides(milvus_uri=str(lite / "milvus.db")))
     exp = replace(exp, cache_dir=lite / "cache")
     if exp.existing is not None:  # replayed as another team built it: build that collection first
         example_collection(str(lite / "milvus.db"), exp.existing.name)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from rag_eval import jobs
-from rag_eval.experiment import load_experiment, with_overrides
+from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from tests.conftest import SHIPPED
 
 pytestmark = pytest.mark.milvus_lite
@@ -23,8 +23,7 @@ pytestmark = pytest.mark.milvus_lite
 
 def test_texts_spans_and_report_of_a_run(tmp_path: Path) -> None:
     exp = with_overrides(
-        load_experiment(SHIPPED / "experiments" / "default.toml"), milvus_uri=str(tmp_path / "milvus.db")
-    )
+        load_experiment(SHIPPED / "experiments" / "default.toml"), Overrides(milvus_uri=str(tmp_path / "milvus.db")))
     exp = replace(exp, cache_dir=tmp_path / "cache", query_limit=60, drilldown_queries=25)
     result = jobs.run_experiment(exp, tmp_path / "run")
     run = result.out

@@ -13,7 +13,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.core.errors import ConfigError
-from rag_eval.experiment import default_experiment, load_experiment, with_overrides
+from rag_eval.experiment import Overrides, default_experiment, load_experiment, with_overrides
 from tests.conftest import SHIPPED
 
 EXPERIMENTS = SHIPPED / "experiments"
@@ -63,7 +63,7 @@ def test_config_refuses_a_width_milvus_cannot_serve(tmp_path: Path) -> None:
 
 
 def test_with_overrides_keeps_the_file_defaults() -> None:
-    exp = with_overrides(load_experiment(EXPERIMENTS / "cap.toml"), query_limit=3)
+    exp = with_overrides(load_experiment(EXPERIMENTS / "cap.toml"), Overrides(query_limit=3))
     assert exp.profile.name == "production" and exp.query_limit == 3
 
 

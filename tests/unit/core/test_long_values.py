@@ -22,7 +22,7 @@ from rag_eval.core.errors import (
 )
 from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
-from rag_eval.experiment import default_experiment, with_overrides
+from rag_eval.experiment import Overrides, default_experiment, with_overrides
 from tests.conftest import SHIPPED
 from tests.unit.datasets.test_loaders import write_dataset
 from tests.unit.experiment.test_experiment_refusals import experiment, refused
@@ -164,7 +164,7 @@ def test_long_flags_are_cut() -> None:
     exp = default_experiment(str(SHIPPED))
     for flags in ({"profile": "p" * LONG}, {"latency": "s" * LONG}, {"split": "/" * LONG}):
         with pytest.raises(ConfigError) as err:
-            with_overrides(exp, require_configs=False, **flags)
+            with_overrides(exp, Overrides(require_configs=False, **flags))
         _short_with_length(str(err.value), LONG)
     with pytest.raises(ConfigError) as err:
         parse_chunker(f"{'k' * LONG}:size=3")

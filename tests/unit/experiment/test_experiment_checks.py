@@ -14,6 +14,7 @@ from rag_eval.core.errors import ConfigError
 from rag_eval.experiment import (
     ConfigSpec,
     Keys,
+    Overrides,
     check_experiment,
     experiment_from_table,
     load_experiment,
@@ -35,7 +36,7 @@ def from_file(**tables: dict[str, Any]) -> str:
 
 def from_flags(**flags: Any) -> str:
     with pytest.raises(ConfigError) as err:
-        with_overrides(load_experiment(EXPERIMENTS / "default.toml"), **flags)
+        with_overrides(load_experiment(EXPERIMENTS / "default.toml"), Overrides(**flags))
     return str(err.value)
 
 
@@ -75,8 +76,8 @@ def test_flags_that_drop_a_config_the_load_table_names_are_refused() -> None:
     with_load = experiment_from_table(table, base=EXPERIMENTS, source="exp.toml")
     only_legacy = [exp.configs[0]]
     with pytest.raises(ConfigError, match=r"'evidence' is not a config name \(legacy-merge\) @ load\.configs"):
-        with_overrides(with_load, configs=only_legacy)
-    assert with_overrides(exp, configs=only_legacy).configs == tuple(only_legacy)
+        with_overrides(with_load, Overrides(configs=only_legacy))
+    assert with_overrides(exp, Overrides(configs=only_legacy)).configs == tuple(only_legacy)
 
 
 def test_an_experiment_built_in_code_is_checked_by_the_same_function() -> None:

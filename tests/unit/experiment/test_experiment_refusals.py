@@ -12,6 +12,7 @@ import pytest
 from rag_eval import cli
 from rag_eval.core.errors import ConfigError
 from rag_eval.experiment import (
+    Overrides,
     check_experiment,
     default_experiment,
     experiment_from_table,
@@ -97,7 +98,7 @@ def test_a_nul_byte_in_a_path_is_refused_naming_the_key(
 def test_a_nul_byte_in_a_path_given_in_code_is_refused_naming_the_flag() -> None:
     # a command line cannot carry a NUL byte; a caller in Python can
     with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --dataset"):
-        with_overrides(default_experiment(str(SHIPPED)), dataset=f"{SHIPPED}\0", require_configs=False)
+        with_overrides(default_experiment(str(SHIPPED)), Overrides(dataset=f"{SHIPPED}\0", require_configs=False))
     with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --dataset"):
         default_experiment(f"{SHIPPED}\0")
     with pytest.raises(ConfigError, match=r"holds a NUL byte, which no path can @ --config"):

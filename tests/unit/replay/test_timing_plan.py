@@ -14,7 +14,7 @@ import pytest
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError
 from rag_eval.datasets.chunking import Chunk
-from rag_eval.experiment import ConfigSpec, load_experiment, with_overrides
+from rag_eval.experiment import ConfigSpec, Overrides, load_experiment, with_overrides
 from rag_eval.experiment.latency import LatencyMode, TimingPlan, label_search_timing, latency_note
 from rag_eval.ingest.collection import IngestRow
 from rag_eval.metrics.measures import latency_stats, quantile_ci
@@ -64,7 +64,7 @@ def test_the_experiment_file_holds_the_plan_and_the_fingerprint_follows_it(tmp_p
     exp = load_experiment(write(tmp_path, 'latency = "sample"\nlatency_sample = 40\nlatency_seed = 9\n'))
     assert exp.timing == TimingPlan(mode=LatencyMode.SAMPLE, sample_size=40, seed=9)
     assert exp.as_dict()["timing"] == {"mode": "sample", "sample_size": 40, "seed": 9}
-    off = with_overrides(exp, latency="off")
+    off = with_overrides(exp, Overrides(latency="off"))
     assert off.timing.mode is LatencyMode.OFF and off.timing.sample_size == 40
     assert off.fingerprint() != exp.fingerprint()  # resume refuses a run timed another way
 
