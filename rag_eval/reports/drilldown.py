@@ -20,7 +20,7 @@ were kept, for ``return_n`` the last block that made it, for a projector budget 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ import pandas as pd
 
 from rag_eval.metrics.measures import doc_of
 from rag_eval.reports.display import loss_label, loss_order
+from rag_eval.reports.rundata import ReportData
 
 DEFAULT_MAX_QUERIES = 300
 
@@ -135,19 +136,12 @@ class _KeyIndex:
         return self.keys.setdefault(str(chunk), len(self.keys))
 
 
-def build_drilldown(
-    per_query: pd.DataFrame,
-    names: Sequence[str],
-    baseline: str,
-    *,
-    texts: pd.DataFrame | None,
-    spans: pd.DataFrame | None,
-    max_queries: int = DEFAULT_MAX_QUERIES,
-    rows_of: Callable[[Sequence[str]], pd.DataFrame] | None = None,
-) -> Drilldown:
-    """The drill-down of the queries :func:`_select` keeps. ``per_query`` needs query_id, config,
+def build_drilldown(run: ReportData, *, max_queries: int = DEFAULT_MAX_QUERIES) -> Drilldown:
+    """The drill-down of the queries :func:`_select` keeps. ``run.per_query`` needs query_id, config,
     query_index, relevant_chunks and delivered_relevant for every row; the other columns are read
-    for the kept queries only, through ``rows_of`` when given (else ``per_query`` has them)."""
+    for the kept queries only, through ``run.rows_of`` when given (else ``per_query`` has them)."""
+    per_query, names, baseline, texts, spans = run.per_query, run.names, run.baseline, run.texts, run.spans
+    rows_of = run.rows_of
     if max_queries < 1:
         raise ValueError("max_queries must be >= 1")
     bi = list(names).index(baseline)
@@ -165,10 +159,11 @@ def build_drilldown(
             span_of.setdefault(str(sp["query_id"]), []).append((str(sp["doc_id"]), int(sp["start"]), int(sp["end"])))
     kid = _KeyIndex()
     stages: set[str] = set()
+    page = _Page(names=tuple(names), bi=bi, kid=kid, stages=stages, text_rows=text_rows)
     table_rows: list[QueryRow] = []
     details: dict[str, Any] = {}
     for q, reason in kept.items():
-        details[q], line = _query(q, reason, by_query[q], names, bi, kid, stages, span_of.get(q, []), text_rows)
+        details[q], line = _query(q, reason, by_query[q], span_of.get(q, []), page)
         table_rows.append(line)
     key_list = list(kid.keys)
     data = {
@@ -219,19 +214,23 @@ def _query_stats(
     return order, stats
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Page:
+    """What every kept query of one drill-down shares: the configs (the baseline's position ``bi``), the chunk
+    keys' numbering, the loss stages met so far (gathered), the chunks' texts."""
+
+    names: tuple[str, ...]
+    bi: int
+    kid: _KeyIndex
+    stages: set[str]
+    text_rows: Mapping[str, Any]
+
+
 def _query(
-    q: str,
-    reason: str,
-    rows: Mapping[str, Mapping[str, Any]],
-    names: Sequence[str],
-    bi: int,
-    kid: _KeyIndex,
-    stages: set[str],
-    spans: list[tuple[str, int, int]],
-    text_rows: Mapping[str, Any],
+    q: str, reason: str, rows: Mapping[str, Mapping[str, Any]], spans: list[tuple[str, int, int]], page: _Page
 ) -> tuple[dict[str, Any], QueryRow]:
-    """One kept query: its details for the page's script and its line of the table (``stages`` gathers
-    the loss stages met, ``kid`` numbers the chunk keys)."""
+    """One kept query: its details for the page's script and its line of the table."""
+    names, bi, kid, stages, text_rows = page.names, page.bi, page.kid, page.stages, page.text_rows
     any_row = next(iter(rows.values()))
     relevant = [str(c) for c in any_row["relevant_chunks"]]
     delivered = tuple(len(rows[n]["delivered_relevant"]) if n in rows else 0 for n in names)

@@ -98,15 +98,7 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
     """Everything the template shows, as plain values."""
     summary, manifest = data.summary, data.manifest
     limit = max_queries or _max_queries(manifest)
-    drill = build_drilldown(
-        data.per_query,
-        data.names,
-        data.baseline,
-        texts=data.texts,
-        spans=data.spans,
-        max_queries=limit,
-        rows_of=data.rows_of,
-    )
+    drill = build_drilldown(data, max_queries=limit)
     names, differ, same = config_diff(manifest.get("configs") or [])
     hashes = {str(c["name"]): str(c.get("hash", "")) for c in manifest.get("configs") or []}
     compare = data.compare

@@ -291,13 +291,8 @@ def test_history_adds_the_trend(run: Path, tmp_path: Path) -> None:
 
 def test_drilldown_past_the_limit_keeps_the_most_changed_and_the_worst(run: Path) -> None:
     data = load_run(run)
-    full = build_drilldown(
-        data.per_query, data.names, data.baseline, texts=data.texts, spans=data.spans, rows_of=data.rows_of
-    )
-    cut = build_drilldown(
-        data.per_query, data.names, data.baseline, texts=data.texts, spans=data.spans, max_queries=10,
-        rows_of=data.rows_of,
-    )  # fmt: skip
+    full = build_drilldown(data)
+    cut = build_drilldown(data, max_queries=10)
     assert len(full.rows) == full.total == 40 and not full.cut
     assert len(cut.rows) == 10 and cut.cut and cut.total == 40
     # an oracle from the rows alone: per query, the change in relevant chunks delivered against the
