@@ -2,7 +2,7 @@
 
 An authoring tool (``make dataset`` builds the shipped data set with it), not a step of a run: evidence is
 written as exact quotes, so a span's offsets are found, never typed. The source layout, the checks and the
-output: docs/harness.md, "Building a data set from quotes". Command line::
+output: docs/harness.md, "Data sets". Command line::
 
     python -m rag_eval.datasets.quotes SRC_DIR OUT_DIR [--split test]
 """

@@ -1,8 +1,9 @@
 r"""The search port: :class:`MilvusSearch` answers KnowledgeSearchRequests from a rag_eval collection.
 
-It answers as the in-memory adapter does, whatever the backend: missing values map back to ``None``, a filter
-never widens the result, higher scores are better for every metric, and hits come in one total order (ties at
-the cut-off resolved by searching wider). How each is done: docs/harness.md, "The search port".
+It answers alike on every backend and run: missing values map back to ``None``, a filter never widens the
+result, higher scores are better for every metric, hits come in one total order (ties at the cut-off resolved
+by searching wider), and a backend that would silently ignore grouping is refused. How each is done:
+docs/harness.md, "The search/milvus/ package".
 """
 
 from __future__ import annotations
