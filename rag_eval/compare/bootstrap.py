@@ -1,24 +1,10 @@
 """Bootstrap intervals of many metrics at once: one stream of resamples per comparison and unit set.
 
-A bootstrap resample draws ``n`` of a metric's ``n`` units with replacement, and every statistic here
-needs only how often each unit was drawn: its count. One block of counts (resamples x units) serves
-every metric on the same units, and each kind is computed for the whole block at once:
-
-``rate``        each side's sum of numerators over its sum of denominators: one matrix product of the
-                counts with every rate's four columns;
-``percentile``  (and ``latency``, and ``max``, the percentile 100) each side's order statistics: the
-                values sorted once, the counts cumulated in that order, the order statistic of rank ``k``
-                the first value whose cumulated count passes ``k``. Only the sorted positions it can
-                reach are cumulated (a window of :data:`WINDOW_Z` binomial standard deviations about the
-                rank, the count below the window a column of the same matrix product); a resample whose
-                order statistic falls outside its window is cumulated in full, so every value is exact.
-
-The resamples are the ones ``scipy.stats.bootstrap`` draws from the same generator, ``integers(0, n,
-(rows, n))`` a block of ``rows`` at a time (the block size depends on ``n`` alone), and the intervals
-are its intervals: BCa (bias-corrected and accelerated, the acceleration from the jackknife, computed
-here in closed form per kind), the percentile interval where BCa is undefined (every resample agrees)
-and beyond :data:`BCA_MAX_UNITS` units. The unit tests check that scipy gives the same numbers from the
-same draws.
+Every statistic here needs only how often each unit was drawn, so one block of counts (resamples x units)
+serves every metric on the same units, each kind computed for the whole block at once (a rate by a matrix
+product, a percentile by cumulated counts in a window about its rank). The draws and the intervals (BCa, else
+percentile) are ``scipy.stats.bootstrap``'s from the same generator, which the unit tests check. How each
+kind is computed: docs/performance.md, "The comparison"; why a bootstrap: docs/deciding.md.
 
 >>> rng = np.random.default_rng(0)
 >>> a = rng.exponential(size=200); b = 1.5 * rng.exponential(size=200)

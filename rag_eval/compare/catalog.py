@@ -1,18 +1,9 @@
 """What a comparison compares: every measure of the registry that says how it is compared.
 
-An entry names the metric (as :func:`rag_eval.metrics.measures.summary_frame` names it),
-says how its per-unit values are read from the per-query values
-(:func:`rag_eval.metrics.measures.query_values`, or :func:`~rag_eval.metrics.measures.pair_frame`
-for ``unit="pair"``), which direction is better, and how units aggregate (``kind``):
-
-``mean``        the mean of a per-unit value (``column``); paired differences per unit
-``rate``        sum of ``numerator`` / sum of ``denominator`` over units (a share of chunks, not of queries)
-``max``         the largest per-unit value (an invariant, not a test: no p-value)
-``percentile``  the ``percentile`` of a per-unit value, compared as a ratio (payload size)
-``latency``     the same, for a timing column: a gate on it must be beyond timing noise
-
-The entries are made from :mod:`rag_eval.metrics.registry`, where a measure is declared once
-(with :class:`~rag_eval.metrics.registry.Compared`); a new measure is compared once it has an entry there:
+An entry names the metric, how its per-unit values are read from the per-query values, which direction is
+better, and how units aggregate (``kind``: ``mean``, ``rate``, ``max``, ``percentile``, ``latency``; see
+docs/deciding.md, "Which test, and why"). The entries are made from :mod:`rag_eval.metrics.registry`, where a
+measure is declared once, so a new measure is compared once it has an entry there:
 
 >>> m = find_metric(catalog([5]), "cap_compliance_true")
 >>> m.label, m.kind, m.columns

@@ -1,32 +1,9 @@
 """Gates: one-line checks read from a TOML file, each evaluated to pass / warn / fail / underpowered.
 
-A gates file::
-
-    [gates]
-    purpose = "..."       # optional: why these gates, printed beside the verdict
-    alpha = 0.05          # significance level of the relative checks (Holm over them)
-    resamples = 4999      # randomisation and bootstrap resamples (raised when Holm needs more)
-    seed = 20240601
-    power = 0.8           # for the minimum detectable difference
-    checks = [
-        "fail cap_compliance == 1 for pipeline=evidence",
-        "warn same_doc_multi_chunk_recall drop <= 0.02",
-        "fail latency:postprocess:p95 growth <= 20%",
-    ]
-
-A check is ``[fail|warn] METRIC CONDITION [for SELECTOR]`` (severity ``fail`` when left out):
-
-- absolute: ``METRIC OP NUMBER[%]`` with OP one of ``== != <= >= < >``, on the candidate's value;
-- relative to the baseline: ``METRIC drop <= NUMBER[%]`` (a higher-is-better metric) or
-  ``METRIC growth <= NUMBER[%]`` (``rise`` is the same; a lower-is-better metric); ``%`` makes
-  the threshold relative to the baseline's value (a ratio for percentiles and latency). It fires
-  when the change is beyond the threshold *and* significant (see :class:`RelativeCheck`);
-- ``for`` limits a check to configs: a name glob (``evidence*``) or ``KEY=GLOB`` pairs separated
-  by commas over ``name``, ``pipeline``, ``mode``, ``retrieve_k``, ``return_n``, ``cap``;
-- a latency threshold may carry a unit, ``us``, ``ms`` or ``s`` (a bare number is microseconds);
-- ``load:STAGE:pQ@N`` and ``load:qps@N`` hold the latency percentile or the throughput measured with
-  N concurrent clients (``load.json``; see :mod:`rag_eval.compare.loadtest_gates`), e.g.
-  ``fail load:e2e:p99@4 <= 50ms`` or ``fail load:e2e:p99@4 growth <= 20%``.
+A check is ``[fail|warn] METRIC CONDITION [for SELECTOR]``: absolute on the candidate's value, or relative to
+the baseline (it fires when the change is beyond the threshold *and* significant: :class:`RelativeCheck`).
+One line a check, so a gates file reads as a list of promises and a message can name the line that broke.
+The file's keys and the grammar (selectors, units, load checks): docs/deciding.md, "Gates".
 
 >>> check = parse_check("warn same_doc_multi_chunk_recall drop <= 0.02", path="g.toml", line=3)
 >>> check.severity, check.metric, check.threshold, check.id

@@ -1,31 +1,10 @@
 """Gates on latency under load, read from the run's ``load.json`` (``rag-eval load``, or a ``[load]`` table).
 
-Metric names: ``load:STAGE:pQ@N`` (STAGE ``search`` or ``e2e``, Q 50, 95 or 99, N client processes)
-and ``load:qps@N``. In the one-line grammar of :mod:`rag_eval.compare.gates`::
-
-    fail load:e2e:p99@4 <= 50ms            # absolute: the config's own p99 with 4 clients
-    fail load:e2e:p99@4 growth <= 20%      # relative: against the baseline's p99 with 4 clients
-    warn load:qps@8 >= 300                 # throughput
-    warn load:qps@8 drop <= 10%
-
-Latency thresholds take ``us``, ``ms`` or ``s`` (a bare number is microseconds, as for ``latency:*``).
-
-**Noise.** One window's p99 moves with whatever else the machine does, so a load gate judges its
-figure against the spread between rounds (the method of batch means: each round is a batch, and the
-standard error of the level's figure is the standard deviation of the rounds' figures over
-sqrt(rounds)), on a log scale, with Student's t at rounds - 1 degrees of freedom. Within one run
-the configs' rounds alternate in time, so the baseline's round r and the candidate's round r saw
-the same machine and are paired; against another run they are not (Welch's standard error,
-min(rounds) - 1 degrees of freedom). Every load check of a comparison set is judged at
-alpha / (the number of load checks) (Bonferroni), and:
-
-- fires only when the whole interval is beyond the limit (a real, not a noisy, breach);
-- passes when the measured figure holds (absolute), or when the interval rules out a change beyond
-  the threshold or the rounds could have seen one (relative: minimum detectable change at the given
-  power <= threshold);
-- is otherwise ``underpowered`` (a warning: more or longer rounds would tell), never a silent pass;
-- is an ``error`` when the run has no load result for that config and level, the result is stale
-  (another run's, or another config's hash) or has fewer than two rounds.
+Metric names ``load:STAGE:pQ@N`` and ``load:qps@N`` in the one-line grammar of :mod:`rag_eval.compare.gates`.
+One window's p99 moves with whatever else the machine does, so a load gate judges its figure against the
+spread between rounds (batch means, on a log scale, Bonferroni over the load checks): it fires only on a real
+breach, and is ``underpowered``, never a silent pass, when the rounds cannot tell. The rules and their
+calibration: docs/deciding.md, "Gates".
 
 >>> parse_load_metric("load:e2e:p99@4")
 LoadMetric(name='load:e2e:p99@4', stage='e2e', percentile=99, concurrency=4)

@@ -1,20 +1,10 @@
 """The null distribution of a percentile's log ratio under random flips, by cumulated counts.
 
-Each unit holds two values, ``low <= high``; a flip decides which side gets which, so each side holds
-exactly one of every unit's two values. The ``2n`` values are sorted once (``high`` written ``low +
-span`` for every resample and for the observed data alike, so ties are exact). For a resample, a side's
-order statistic of rank ``k`` is the sorted value at which that side's cumulated count of the values it
-holds first passes ``k``; the candidate holds sorted value ``j`` when the flip of ``j``'s unit says so, and
-the baseline holds the rest, so one cumulative count serves both sides. No row is sorted.
-
-Every order statistic of a side lies in practice in a narrow window of the sorted values, the range
-of the null itself: a pilot of the first :data:`PILOT_ROWS` resamples, cumulated over all values, gives
-that range, widened by half its width on each side (about 5 standard deviations of the null each way,
-from the range of 128 draws). Only the window is cumulated, from the count of the
-values under it a side holds (a constant for the units with both values under the window, plus one
-count over the units that straddle its start); a resample whose order statistic falls outside the window
-is cumulated in full. So the result is exact, and a block of resamples costs a pass over the window's
-values and over the straddling units.
+A flip decides which side holds which of a unit's two values, so the ``2n`` values are sorted once and a side's
+order statistic is where its cumulated count passes the rank: one cumulative count serves both sides and no
+row is sorted. Only a window about the null's range (from a pilot of :data:`PILOT_ROWS` resamples) is
+cumulated, a resample outside it in full, so the result is exact. Details: docs/performance.md, "The
+comparison".
 """
 
 from __future__ import annotations

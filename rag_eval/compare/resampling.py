@@ -1,24 +1,11 @@
 """The paired randomisation test of many metrics at once: one matrix of random flips per comparison.
 
-Under "no difference" a unit's baseline and candidate values are exchangeable, so the null
-distribution exchanges them in a random subset of units (a sign flip of the unit). One matrix of
-flips, ``resamples x units`` (``F``, 1 where a unit is exchanged), drawn once per comparison and
-unit kind, serves every metric on those units (a metric on fewer units reads its own columns), and
-each kind of statistic is computed for a whole block of resamples at once:
-
-``mean``        the mean of per-unit differences ``d``: ``(sum(d) - 2 F @ d) / n``, one matrix
-                product for every mean metric of the comparison;
-``rate``        ``sum(num) / sum(den)`` per side: each side's sums move by ``F @ (other - own)``,
-                one matrix product for every rate metric;
-``percentile``  (and ``latency``) the log ratio of the two sides' percentiles: each resample's values
-                are two multiply-adds of its flips, sorted row by row, over the units that can hold the
-                percentile only (:mod:`rag_eval.compare.orderstats`).
-
-The p-value is exactly :func:`scipy.stats.monte_carlo_test`'s from the same null distribution:
-``(#{null at least as extreme, within 100 ulp of the observed} + 1) / (resamples + 1)``, two-sided as
-twice the smaller tail; a null value that is not a number is never at least as extreme. The flips are
-drawn in blocks whose size depends on the number of units only, so the same data and seed give the
-same p-values whatever the memory, and, units being in id order, whatever the row order.
+Under "no difference" a unit's two values are exchangeable, so the null distribution exchanges them in a
+random subset of units. One matrix of flips, drawn once per comparison and unit kind, serves every metric on
+those units, each kind computed for a block of resamples at once (means and rates by matrix products,
+percentiles by :mod:`rag_eval.compare.orderstats`). The p-value is exactly ``scipy.stats.monte_carlo_test``'s
+from the same flips, and the same data and seed give the same p-values whatever the memory or the row order.
+The formulas: docs/performance.md, "The comparison"; the test: docs/deciding.md, "Which test, and why".
 
 >>> rng = np.random.default_rng(0)
 >>> a = rng.normal(size=40)

@@ -1,26 +1,11 @@
 """Paired statistics: a randomisation test, a bootstrap interval, power, Holm (scipy their oracle).
 
-Every metric is a statistic of per-unit values (a unit is a query, or a (query, document) pair),
-and both configs were measured on the same units, so every procedure here is paired:
-
-- the p-value is a paired randomisation test: under "no difference" the two values of a unit are
-  exchangeable, so the null distribution swaps them at random within units, and the test statistic
-  is the metric's own difference (mean, share, or log ratio of percentiles) - not a proxy such as
-  ranks. Exact (``scipy.stats.permutation_test``, every sign pattern) for few units, else random flips
-  computed for a block of resamples at once (:mod:`rag_eval.compare.resampling`: the p-value
-  ``scipy.stats.monte_carlo_test`` computes from the same flips, which is its test oracle). Two-sided,
-  or one-sided (``alternative``) where the question is (a relative gate); the p-value is never 0
-  (``(count + 1) / (resamples + 1)``) and carries its Monte Carlo error;
-- the interval of a mean (of per-unit differences) is Student's t interval; of any other kind a
-  bootstrap over units (:mod:`rag_eval.compare.bootstrap`: ``scipy.stats.bootstrap``'s BCa interval from
-  the same draws, which is its test oracle; the percentile interval where BCa is undefined because every
-  resample agrees, and beyond :data:`~rag_eval.compare.bootstrap.BCA_MAX_UNITS` units). Fewer than
-  :data:`MIN_TESTED_UNITS` units: no test and no interval;
-- the minimum detectable difference at a given power is ``(z(1 - alpha/2) + z(power))`` times the
-  standard error of the difference.
-
-Units are passed as index arrays so that one code path serves every kind of metric: a rate
-(sum of numerators over sum of denominators) or a percentile resamples whole units too.
+Both configs were measured on the same units (a query, or a (query, document) pair), so every procedure here
+is paired: a randomisation test of the metric's own difference (exact for few units, else
+:mod:`rag_eval.compare.resampling`), Student's t interval for a mean and a bootstrap for any other kind
+(:mod:`rag_eval.compare.bootstrap`), and the minimum detectable difference at a given power. Units are passed
+as index arrays, so one code path serves every kind of metric (a rate or a percentile resamples whole units
+too). Which test and why: docs/deciding.md, "Which test, and why".
 
 >>> rng = np.random.default_rng(0)
 >>> a = rng.normal(size=50); b = a + 0.5

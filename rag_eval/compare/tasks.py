@@ -1,16 +1,9 @@
 """One comparison's work (a candidate config against its baseline), as a task that runs where it is sent.
 
-A comparison's metrics share its flip matrices and bootstrap streams, and every stream is seeded by the
-seed and the comparison's names (:func:`stable`), never by what ran before: a comparison gives the same
-numbers first or last, in this process or on a Dask worker. :class:`PairingTask` carries what one
-comparison needs (no run directory, no reader: its units are read beforehand), so it pickles;
-:func:`measure` is its first pass (every metric's test and interval), :func:`redraw` its p-values drawn
-again with more resamples near alpha.
-
-A ``TaskMap`` calls ``fn(task, shared)`` for every task and returns the results in the tasks' order
-(``shared``: what every task reads, sent to a worker once): :func:`in_process` here (on two threads when
-there are several comparisons), Dask's workers where the comparison is asked to run on a cluster
-(``--workers``, ``--scheduler``: :func:`rag_eval.cluster.tasks.tasks_on`).
+Every stream is seeded by the seed and the comparison's names (:func:`stable`), never by what ran before, so
+a comparison gives the same numbers first or last, here or on a Dask worker. :class:`PairingTask` pickles;
+:func:`measure` is its first pass, :func:`redraw` its p-values drawn again near alpha. A ``TaskMap`` runs
+them :func:`in_process` or on Dask (:func:`rag_eval.cluster.tasks.tasks_on`). Details: docs/scale.md.
 """
 
 from __future__ import annotations

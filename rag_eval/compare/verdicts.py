@@ -1,25 +1,11 @@
 """One verdict per number: each compared metric's p-value, Holm adjustment, interval and ``significant``
 flag, decided once over one stated family, and read by everything that shows the number.
 
-Two families per comparison set:
-
-- ``gates``: the metrics a relative gate names, tested one-sided in the gate's direction (a drop of a
-  higher-is-better metric, a growth of a lower-is-better one), Holm over the relative gates of every
-  comparison: what the gate, the HTML card, the Measures table's star, ``summary.md`` and the console
-  all show for that number;
-- ``descriptive``: every other tested metric, two-sided, Holm over them.
-
-A metric whose values are identical on every unit (p = 1), an invariant (no test) and a metric on fewer
-units than a test needs are in no family (``family`` None). ``significant`` needs the Holm-adjusted
-p-value below alpha *and* the metric's interval at the level of its Holm step (alpha / (m - rank),
-one-sided for a gate, from the same bootstrap resamples) on the side of zero the test found, so a star
-never sits beside an interval that includes zero.
-
-Monte Carlo p-values carry a standard error; one whose Holm-adjusted value lies within
-:data:`MC_Z` standard errors of alpha is drawn again with four times the resamples, and one still that
-near with sixteen times (:data:`MC_ROUNDS`), so a verdict is not the luck of one seed; the error left is
-reported (``p_mc_error``). The p-values of one round are redrawn together (one flip matrix per
-comparison serves them all).
+Two Holm families per comparison set (``gates``: the metrics a relative gate names, one-sided; ``descriptive``:
+every other tested metric, two-sided), so a number is never tested twice under two corrections; a star never
+sits beside an interval that includes zero, and a p-value near alpha is drawn again with more resamples
+(:data:`MC_Z`, :data:`MC_ROUNDS`) so a verdict is not the luck of one seed. The rules: docs/deciding.md,
+"Which test, and why" (one verdict per number; not Monte Carlo luck).
 
 >>> round(step_level(0.05, family=4, rank=0), 4), step_level(0.05, family=4, rank=3)
 (0.0125, 0.05)

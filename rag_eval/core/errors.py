@@ -1,35 +1,9 @@
 """Every error rag_eval raises, in one tree.
 
-::
-
-    RagEvalError
-    ├── InputError                      exit 2: something the user wrote is wrong
-    │   ├── ConfigError                 RagConfig, experiment and chunker settings (all problems at once)
-    │   ├── DatasetError                a data set file: path, line, field
-    │   ├── EmbeddingMismatchError      precomputed vectors do not match what they claim to embed
-    │   ├── EmbedderUnavailableError    texts need embedding but no embedder is installed
-    │   ├── SearchRequestError          Milvus refused the request itself
-    │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
-    │   │   └── FilterError             the filter expression was refused
-    │   ├── UnsupportedFeatureError     the backend does not offer (or silently ignores) a feature
-    │   ├── LitePathError               a Milvus Lite path names something that is not a Lite database
-    │   ├── ReportInputError            a run directory or comparison file a report reads is missing or malformed
-    │   ├── GatesError                  a gates file or check: path, line, the check
-    │   └── RunDirectoryError           a run directory is missing, unreadable, or does not pair with another
-    └── InfrastructureError             exit 3: the environment failed, the input may be fine
-        ├── SearchUnavailableError      server unreachable or timed out (after retries)
-        ├── SearchBackendError          a reachable server failed a request without blaming the request
-        ├── CollectionNotFoundError     collection missing
-        ├── CollectionNotLoadedError    collection exists but is not loaded
-        ├── RunStoreError               the run directory cannot be written or resumed
-        ├── LoadClientError             a client process of a load measurement died or never arrived
-        └── ClusterError                the Dask scheduler cannot be reached, has no workers, or lost one
-
-Messages are one sentence that says what to do; the structured attributes
-(``path``, ``line``, ``field``, ``uri``, ``problems``) carry the details. A value the user wrote is
-quoted in a message by :func:`quoted`, cut to :data:`MAX_QUOTED` characters (a 50 MB cell is not repeated).
-Third-party errors are translated at the boundary with ``raise ... from exc``. Every error pickles
-with its attributes (a replay's worker process raises it, the driver reports it).
+Two branches under :class:`RagEvalError` decide the exit code: :class:`InputError` (exit 2: something the
+user wrote is wrong) and :class:`InfrastructureError` (exit 3: the environment failed, the input may be fine).
+Messages are one sentence that says what to do, the details in attributes; every error pickles, so a worker
+process can raise it and the driver report it. The whole tree: docs/harness.md, "The error tree".
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The module flow and the agent tool ``lookup_knowledge(query)`` (input unchanged).
 
-::
-
-    LookupKnowledge
-    -> transform (L0 hints)
-    -> KnowledgeSearchPort.search(retrieve-k, filter)
-    -> map to RetrievedEvidenceCandidate (+ identity)
-    -> post-process: sort, evidence-key dedup, max chunks per document, return-n
-    -> pack + assemble
-    -> RagResultProjector (dedupe by document_id = evidence key)
-
-:class:`Pipeline` is everything after the search, so a replay can run several
-configs on one shared list of hits; :class:`LookupKnowledge` adds the transform and
-the search around it.
+:class:`LookupKnowledge` is transform (L0 hints), search, then :class:`Pipeline`: everything after the search
+(candidates with identity, post-process, pack and assemble, project), kept apart so a replay can run several
+configs on one shared list of hits. The flow stage by stage: docs/pipeline.md.
 
 >>> from rag_eval.search.memory import InMemorySearch
 >>> port = InMemorySearch.scripted({"why is the replica behind": [

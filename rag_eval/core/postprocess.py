@@ -1,30 +1,10 @@
 """Post-processing (D2, D3, D4): sort, dedup by evidence key, per-document cap, return-n.
 
-Ordering rule (documented, total, deterministic): score descending (NaN last), then
-original rank ascending (the port's own order), then evidence key ascending. Inputs
-that tie on score are therefore ordered as the search engine ordered them, and the
-result does not depend on the order in which candidates are handed in.
-
-Stages, in order, each recorded in the trace for every candidate:
-
-``dedup``       a later candidate with an evidence key already kept (a true duplicate):
-                its hit reasons are merged into the kept one, its content is dropped
-``cap``         its document already has ``max_chunks_per_document`` blocks; a candidate
-                without docId is a bucket of its own (its evidence key)
-``truncation``  beyond ``return_n`` blocks
-``returned``    kept, with its final 1-based position
-
-The legacy processors (what D1-D5 replace) are here too, so all run on the same hits:
-``legacy-merge`` merges every chunk of a source into one block (stage ``merged``),
-``legacy-first`` keeps a source's top-scored chunk and drops the others as document
-duplicates (stage ``document_dedup``).
-
-Speed (this runs on every lookup): the processors work on :class:`Candidates` columns, so
-a candidate that is dropped costs its key and a place in one sort (on plain tuples,
-compared in C), never an object; each later step is linear (copies of one key are gathered
-in a list and their hit reasons merged once); the D3/D4 scan stops once ``return_n`` blocks
-are chosen; and the trace is built when first read (a production lookup never reads it,
-the harness always does), by running the same steps to the end.
+One total, deterministic order (score descending, NaN last, then original rank, then evidence key), so the
+result does not depend on the order candidates are handed in; every candidate's stage (``dedup``, ``cap``,
+``truncation``, ``returned``) is recorded in the trace. The legacy processors (``legacy-merge``,
+``legacy-first``) are here too, so all run on the same hits. It runs on every lookup, so it works on
+:class:`Candidates` columns and builds the trace only when read. Stages, legacy and speed: docs/pipeline.md.
 """
 
 from __future__ import annotations

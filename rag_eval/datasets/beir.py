@@ -1,19 +1,9 @@
 """Loaders: BEIR with span qrels, plain BEIR (document-level qrels only), TREC qrels.
 
-Layout (see ``datasets/*/README.md``)::
-
-    <dir>/corpus.jsonl            {"_id", "title", "text", "metadata"}
-    <dir>/queries.jsonl           {"_id", "text", "metadata"}
-    <dir>/qrels/<split>.tsv       query-id, corpus-id, score           (header line)
-    <dir>/qrels/<split>.spans.tsv query-id, corpus-id, start, end, score (optional)
-    <dir>/qrels/<split>.trec      TREC qrels "qid iter docno rel"       (instead of the .tsv)
-
-A split is a plain name (:func:`split_problem`): it is joined into those file names, so it can name
-nothing outside ``qrels/``. Files are streamed line by line and hashed as they are read (the data set
-checksum). A split with no relevance label at all is refused: every query would be unjudged, and every
-gate would pass over nothing.
-Every problem is reported with file, line and field; up to ``MAX_PROBLEMS`` are
-collected and raised as one :class:`DatasetError`.
+Files are streamed line by line and hashed as they are read (the data set checksum); a split is a plain name
+(:func:`split_problem`), so it can name nothing outside ``qrels/``; a split with no relevance label at all is
+refused (every gate would pass over nothing). Every problem is reported with file, line and field, up to
+``MAX_PROBLEMS`` raised as one :class:`DatasetError`. The layout: docs/harness.md, "Data sets".
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """Where a stored row's text sits in its source document: the labels of a collection someone else built.
 
-A collection built by another ingest (its own chunker, its own schema) holds rows that are not our chunks.
-Span labels are character ranges in the source documents, so a row becomes labelled once its text is
-found in a document: it is then relevant to a query when its range overlaps one of the query's spans
-(:mod:`rag_eval.datasets.labels`), whatever chunker wrote it.
-
-A row is located, in this order:
-
-1. by its stored ``start``/``end`` offsets, when the collection has them and the text there is the row's
-   (exactly, or equal once case and whitespace are folded); offsets that disagree are counted and ignored;
-2. **exactly**: the row's text is a substring of its stored document;
-3. **normalised**: the same once both are case-folded and every run of whitespace is one space;
-4. **fuzzy**: the best partial alignment of the normalised texts (``rapidfuzz.fuzz.partial_ratio_alignment``,
-   an indel-distance similarity from 0 to 100) scores at least ``fuzzy_threshold`` (90 by default: a
-   1,000-character row may differ in about 50 characters, e.g. a header or cleaned markup, not in content);
-
-first in the document the row's stored doc id names, then, for rows without a doc id, with one that names
-no document, or whose text is not in that document, across the whole corpus (a prefilter of shared word
-4-grams picks the documents worth aligning); such a row takes, of the places that hold its text, the one
-that fits the document's other rows best, a gap before a place a row already holds (so a passage two
-documents share lands in the one whose rows leave a gap there, and a re-ingested copy on the chunk it
-copies). A text found several times in one document (a repeated
-sentence) gives its occurrences in order to the rows that carry it, ordered by chunk index, then primary
-key (the insertion order of generated ids), so a chunker's repeated chunks land where they came from and
-a re-ingested copy lands on the chunk it copies.
+Such a collection holds rows that are not our chunks, but span labels are character ranges in the source
+documents, so a row becomes labelled once its text is found in a document: it is then relevant to a query when
+its range overlaps one of the query's spans (:mod:`rag_eval.datasets.labels`), whatever chunker wrote it. A
+row is located by its stored offsets, exactly, normalised or fuzzily, in its own document first, then across
+the corpus; the order and the tie rules: docs/existing-collection.md, "How the labels are resolved".
 
 >>> docs = {"a": "Check the lag. Restart the replica.", "b": "Rotate the logs."}
 >>> rows = [StoredRow(pk="1", doc_id="a", text="Restart the replica."),

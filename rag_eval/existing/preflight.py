@@ -1,18 +1,10 @@
 """The step that stands in for ingest when an experiment names a collection built elsewhere.
 
-Preflight, before any query: the collection exists, every mapped field exists with a usable type, the
-vector field has an index (whose metric the search uses: never assumed), the collection is loaded (or
-``load`` allows loading it: that changes no data), the partitions exist, and the query vectors have the
-collection's dimension. Then the labels: the rows of every labelled document (and every row without a doc
-id) are read and located in the source documents (:mod:`rag_eval.existing.resolution`); a run whose share
-of rows that could not be located is over ``max_unresolved``, or that found no row of any labelled
-document, is refused rather than measured against labels that no longer fit. Each problem is one
-``ConfigError`` naming its ``[collection]`` key (exit 2). Nothing is ever created, written, indexed,
-compacted or dropped.
-
-The resolution is kept under a fingerprint of what it was computed from (the collection's row count and
-schema, and its labelled rows' keys and texts): the same fingerprint reads it back; another one (a
-re-ingest) resolves again, and the report says how many labels moved since the last one (label drift).
+Before any query it checks the collection as it is (fields, index, load state, partitions, dimension), then
+resolves the labels onto its rows (:mod:`rag_eval.existing.resolution`) and refuses a run whose labels no
+longer fit, rather than measure against them. Each problem is one ``ConfigError`` naming its ``[collection]``
+key (exit 2); nothing is ever created, written, indexed, compacted or dropped. The resolution is kept under a
+fingerprint of what it came from. The checks and the cache: docs/existing-collection.md.
 """
 
 from __future__ import annotations

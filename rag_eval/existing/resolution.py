@@ -1,14 +1,8 @@
 """Labels for a collection someone else built: its rows located in the source documents, as chunks.
 
-Each distinct located range becomes one chunk of its document (``doc#chunk-i``, ``i`` in the order of the
-ranges in the document), so the span labels, the measures and the report work on a foreign collection as
-on one of ours: a row is relevant to a query when its range overlaps one of the query's evidence spans,
-two rows located at the same range are copies of one chunk (content duplicates), and a row that cannot be
-located is a chunk the harness cannot identify (never relevant, of no document).
-
-Evidence the collection lost (a span that no located row overlaps) is not dropped from the labels: each
-such span becomes a chunk of its own, after the located ones of its document, that no row carries. It
-stays relevant and can never be retrieved, so recall says what the collection costs.
+Each distinct located range becomes one chunk of its document, so the span labels, the measures and the report
+work on a foreign collection as on one of ours; evidence the collection lost becomes a chunk no row carries, so
+recall says what the collection costs. The rules: docs/existing-collection.md, "How the labels are resolved".
 
 >>> from rag_eval.datasets.beir import Dataset, Document, Query, Qrel, SpanQrel
 >>> from rag_eval.existing.locate import StoredRow

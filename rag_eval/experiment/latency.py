@@ -1,26 +1,10 @@
 """How a replay measures search latency: the timing plan.
 
-The retrieval pass searches in batches (many queries per call), which says nothing about the latency
-of one lookup; so a config's search is also timed as production issues it: serially, one query per
-call, ``perf_counter_ns`` around the call, after warm-up searches that are not recorded. That costs one
-more search per timed query, so the plan chooses which queries are timed:
-
-``all``     every query
-``sample``  a fixed-size random sample of the queries (the default: 1,000, seed 0), the same queries
-            for every config and on every run with the same seed; with no more queries than that,
-            every query
-``off``     none: search latency is not measured (its columns are empty, and so are e2e and QPS)
-
-Configs whose searches are identical (same mode, filter, group size and retrieve-k) share one
-measurement.
-
-Post-processing and projection are microseconds of pure CPU, timed in the retrieval pass for every query:
-each query's hits go through every config's post-process and projection ``postprocess_repeats`` times
-after one warm-up round, the configs in an order drawn per query from the plan's seed and rotated by one
-place each round (so each config is timed first, second, ... equally often: the first config to touch a
-query's hits pays for the cold caches, and timed in experiment order the later configs looked faster).
-A row holds the median of its repeats, wall time (``perf_counter_ns``) per stage and the thread's CPU
-time (``thread_time_ns``) of both stages; with ``latency = "off"`` each is timed once.
+The retrieval pass searches in batches, which says nothing about the latency of one lookup, so a config's
+search is also timed as production issues it, serially, one query per call; that costs one more search per
+timed query, so the plan chooses which (``all``, a seeded ``sample``, ``off``). Post-process and projection
+are timed for every query, the configs in a per-query order rotated each round so none pays for cold caches
+more often. The rules: docs/harness.md, "Latency: which queries are timed" and "Replay".
 
 >>> plan = TimingPlan(mode=LatencyMode.SAMPLE, sample_size=3, seed=1)
 >>> sorted(plan.timed(10)), sorted(plan.timed(10)) == sorted(TimingPlan(sample_size=3, seed=1).timed(10))

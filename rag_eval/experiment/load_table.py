@@ -1,21 +1,10 @@
 """Settings of a load measurement: concurrency levels, time and count bounds, rounds.
 
-A load measurement replays the experiment's queries through the production pipeline from N client
-processes at once, for each N of ``concurrency``; see :mod:`rag_eval.loadtest.driver`. Every setting
-comes from the CLI (``rag-eval load --concurrency 1,2,4,8 --duration 10``) or from an experiment's
-``[load]`` table (the flags win)::
-
-    [load]
-    concurrency = [1, 2, 4, 8]   # client processes per level (each with its own Milvus client)
-    duration = 10                # seconds per config and level, split into `rounds` windows
-    max_searches = 20000         # optional: at most this many lookups per config and level
-    rounds = 5                   # windows per config and level, configs alternating (>= 2)
-    configs = ["evidence"]       # optional: the configs to load (default: every config)
-
-Everything is bounded before anything runs: at most :data:`MAX_CONCURRENCY` processes and
-:data:`MAX_LEVELS` levels, at most :data:`MAX_DURATION_S` per level and :data:`MAX_TOTAL_S` in all
-(levels x configs x duration), each window at least :data:`MIN_WINDOW_S`. A bad value is one
-:class:`~rag_eval.core.errors.ConfigError` naming the flag or the key.
+Every setting comes from the CLI (``rag-eval load --concurrency 1,2,4,8 --duration 10``) or from an
+experiment's ``[load]`` table (the flags win). Everything is bounded before anything runs (:data:`MAX_CONCURRENCY`,
+:data:`MAX_LEVELS`, :data:`MAX_DURATION_S`, :data:`MAX_TOTAL_S`, :data:`MIN_WINDOW_S`); a bad value is one
+:class:`~rag_eval.core.errors.ConfigError` naming the flag or the key. The table and the bounds:
+docs/performance.md, "Latency under load"; the measurement: :mod:`rag_eval.loadtest.driver`.
 
 >>> parse_concurrency("8, 1,2 ,4", key="--concurrency")
 (1, 2, 4, 8)

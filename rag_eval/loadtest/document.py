@@ -1,30 +1,10 @@
 """``load.json``: what a load measurement wrote, read back for the gates and the reports.
 
-::
-
-    {"schema_version": 1, "experiment": str, "source": str | null,
-     "run": {"started": str | null, "fingerprint": str | null},   # the run it belongs to (null: none)
-     "milvus": {"uri", "collection", "backend", "server_version", "index"},
-     "configs": [{"name", "hash", "mode", "pipeline", "retrieve_k", "return_n"}],
-     "settings": {"concurrency": [int], "duration_s", "max_searches", "rounds", "window_s", "warmup",
-                  "configs": [str], "queries", "start_method", "clients"},
-     "machine": {...}, "machine_load": {"loadavg_start", "loadavg_end", "levels": [{"concurrency",
-                 "loadavg_before", "cpu_busy_before"}]},
-     "versions", "git", "started", "finished", "wall_seconds",
-     "results": [{"config", "concurrency", "searches", "wall_s", "qps",
-                  "latency_us": {"search" | "e2e": {"p50", "p95", "p99", "mean", "max"}},
-                  "closed_loop_qps", "loop_efficiency",
-                  "client_cpu": {"per_process_mean", "per_process_max", "machine_share"},
-                  "machine_cpu_busy",
-                  "rounds": [{"round", "searches", "wall_s", "qps",
-                              "latency_us": {"search" | "e2e": {"p50", "p95", "p99"}}}]}],
-     "notes": [str]}
-
-A ``load.json`` beside a run belongs to it only when its ``run.started`` is the run's own start (a
-later run into the same directory makes it stale: the gates then say so, the report leaves it out).
-
 The file is read and checked by the run directory's one reader (:func:`rag_eval.rundir.reader.read_load`);
-this module is how the gates and the reports look into it.
+this module is how the gates and the reports look into it, so neither knows the file's layout. A
+``load.json`` beside a run belongs to it only when its ``run.started`` is the run's own start (a later run
+into the same directory makes it stale: the gates then say so, the report leaves it out). The fields:
+docs/performance.md, "Latency under load".
 
 >>> doc = {"run": {"started": "t1"}, "results": [{"config": "a", "concurrency": 4}],
 ...        "configs": [{"name": "a", "hash": "h"}]}

@@ -1,29 +1,11 @@
 """Latency under concurrent load: the configs' lookups replayed by N client processes at once.
 
-For each concurrency level N (``LoadSettings.concurrency``) a ``concurrent.futures.ProcessPoolExecutor``
-of exactly N processes is started (``forkserver`` where the platform has it, else ``spawn``: never
-``fork``, whose copied gRPC state breaks clients). The Python client is GIL-bound, so threads would
-measure the client, not Milvus: each process opens its own Milvus client on the experiment's URI (and
-nothing else: no other host, no scan) and runs ``lookup_knowledge`` (transform, search, post-process,
-pack, project: the production pipeline of ``rag_eval.core``) in a closed loop. See
-:mod:`rag_eval.loadtest.worker` for the process side.
-
-A level runs ``rounds`` windows per config; within a round the configs take turns (the order rotates
-every round), so every config meets the same machine load and each round pairs the configs' windows
-close in time. All N processes start a window together at a barrier and stop at its time
-(``duration / rounds``) or count (``max_searches / rounds``), whichever comes first. As in
-VectorDBBench, QPS = lookups / wall time; latency percentiles are ``numpy.percentile`` over every
-lookup of the level. Per round the same figures are kept: the spread between rounds is what a gate
-reads as noise (batch means; :mod:`rag_eval.compare.loadtest_gates`).
-
-The client's own limits are recorded, not assumed: each process's CPU time over each window
-(``time.process_time``: near 100% of one core means the client, not Milvus, is the bottleneck), the
-machine's CPU busy share during each window and its load average before each level (psutil), and
-the closed-loop check ``N / mean latency`` (Little's law: what N clients doing nothing but lookups
-can reach; a measured QPS far below it means time lost outside the lookups).
-
-Milvus Lite is refused: it runs inside one process and a second process cannot open its file, so
-there is nothing to load concurrently and its latencies are functional only.
+Processes, not threads (the Python client is GIL-bound, so threads would measure the client, not Milvus):
+for each level N a pool of exactly N processes, each with its own Milvus client, runs the production lookup
+in a closed loop (:mod:`rag_eval.loadtest.worker`). A level runs rounds of windows with the configs taking
+turns, so every config meets the same machine and the spread between rounds is what a gate reads as noise
+(:mod:`rag_eval.compare.loadtest_gates`); the client's own limits are recorded, not assumed. Milvus Lite is
+refused. How it measures: docs/performance.md, "Latency under load".
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The client side of a load measurement: what runs inside each client process.
 
-Each process of a level's ``concurrent.futures.ProcessPoolExecutor`` gets a :class:`WorkerSetup` and
-the level's ``multiprocessing.Barrier`` through the pool's initializer (a barrier can only be handed
-to a process when it starts). It opens its own Milvus client on the experiment's URI (never another
-host) the first time it is asked to work, warms it up (unrecorded), and then runs windows: wait at the
-barrier with the other processes of the level, then run ``lookup_knowledge`` for one config, one
-query after another (a closed loop), until the window's time or count is up, timing each lookup with
-``perf_counter_ns``. Every process blocks at the barrier until all N are there, so the N tasks of a
-window always run in N different processes at the same time.
-
-A failure is returned, not raised: the project's errors do not survive pickling (keyword-only
-attributes), so the driver gets the error's kind and message and raises its own. A failing process
-aborts the barrier so the others do not wait for it.
+Each process gets its setup and the level's barrier through the pool's initializer, opens its own Milvus
+client, warms it up and runs closed-loop windows that all N processes start together at the barrier. A failure
+is returned, not raised: the project's own error with its cause cut (pymilvus's or gRPC's need not pickle), a
+bug as its traceback's text, and the barrier aborted so the others stop. Details: docs/performance.md,
+"Latency under load".
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Per-query measures and their aggregation, read from the per-query table only.
 
-Standard measures (trec_eval semantics, relevance grade >= 1 is relevant), at chunk
-level over the delivered chunks in payload order and at document level over the
-delivered documents in order of first delivery:
-
-``P@k``        relevant in the first k / k
-``R@k``        relevant in the first k / relevant
-``nDCG@k``     graded gains, log2(rank + 1) discount, ideal from the qrels
-``RR``         1 / rank of the first relevant
-``Success@k``  1 when a relevant item is in the first k
-
-Only judged queries (at least one relevant item) count for these; a judged query with an
-empty payload scores 0. The project's own measures are documented in docs/measures.md.
-
-``summarize`` computes them for a whole table column-wise (:mod:`rag_eval.metrics.perquery`); the
-tests hold them equal, to the last bit, to the same definitions written one row at a time
-(``tests/unit/rowwise_measures.py``).
+Standard measures (trec_eval semantics) at chunk and document level, judged queries only, and the project's
+own; their definitions: docs/measures.md. ``summarize`` computes them for a whole table column-wise
+(:mod:`rag_eval.metrics.perquery`); the tests hold them equal, to the last bit, to the same definitions
+written one row at a time (``tests/unit/rowwise_measures.py``).
 """
 
 from __future__ import annotations

@@ -1,33 +1,16 @@
 """Every measure, declared once: name, label, group, direction, unit, precision and how it is compared.
 
-A measure is named as :func:`rag_eval.metrics.measures.summary_frame` names its column: a summary
-key (``duplicate_rate``), a level and an ir_measures name (``chunk:nDCG@5``, ``doc:R@10``),
-``payload:chars_p95``, ``latency:search:p95`` (microseconds), ``lost:cap``. Its entry says, in one
-place, what the summary (:mod:`rag_eval.metrics.measures`), the comparison catalog
-(:mod:`rag_eval.compare.catalog`), the console table (:mod:`rag_eval.reports.console`) and the
-reports (:mod:`rag_eval.reports.display`: the Markdown and HTML reports, the charts) say about it:
-
-``label``             the measure in words, the only place it is written
-``group``             the report section: ``mission``, ``chunk``, ``doc``, ``payload``, ``latency``, ``counts``
-``higher_is_better``  True, False, or None where neither direction is better
-``unit``, ``digits``  what a value is (``share``, ``score``, ``count``, ``chars``, ``us``, ``qps``) and
-                      the decimals it is shown with (a share in percent, microseconds as µs or ms)
-``compared``          how a comparison aggregates its per-unit values (:class:`Compared`); None: not compared
-
-Adding a measure is its per-query column (computed in :mod:`rag_eval.metrics.perquery`) and one
-entry in :data:`MISSION`. A mean or a rate over queries needs nothing else: the summary computes it
-from the entry (:func:`rag_eval.metrics.measures.declared_values`), the comparison pairs it, the
-console and the reports show it. For a per-query column ``cap_ok_true`` (1.0 where no true document
-is over the cap), the entry is
+The summary (:mod:`rag_eval.metrics.measures`), the comparison catalog (:mod:`rag_eval.compare.catalog`), the
+console (:mod:`rag_eval.reports.console`) and the reports (:mod:`rag_eval.reports.display`) read a measure's
+entry here, so its label is written in one place and a new mean or rate over queries is its per-query column
+(:mod:`rag_eval.metrics.perquery`) and one entry in :data:`MISSION`. Names, fields and the open families:
+docs/measures.md. For a per-query column ``cap_ok_true`` (1.0 where no true document is over the cap):
 
 >>> entry = Measure(name="cap_compliance_true", label="cap compliance (true documents)", group="mission",
 ...                 higher_is_better=True, unit="share", digits=1,
 ...                 compared=Compared(kind="mean", column="cap_ok_true"))
 >>> entry in MISSION, find("cap_compliance_true") == entry
 (True, True)
-
-Standard measures exist at the run's cutoffs (:func:`standard`); :func:`find` resolves any name,
-the open families too (``lost:<stage>``, ``content_duplicates:<breakdown>:<value>``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Replay: every labelled query through the production pipeline, under every config.
 
-For each batch of queries:
-
-1. transform each query (L0 hints);
-2. time each config's own search at its own retrieve-k, serially, one query per call,
-   ``perf_counter_ns`` around the call, after a warm-up that is not recorded, for the
-   queries the timing plan picks (:mod:`rag_eval.experiment.latency`; configs asking the
-   identical request share one measurement: :func:`timing_groups`);
-3. retrieve ONCE per search signature (mode, category filter, group size) at the
-   largest retrieve-k any config of that signature needs, with batched search calls;
-4. run each config's post-process, packing and projection on its first retrieve-k of
-   those shared hits (configs that differ only after retrieval never query Milvus again),
-   query by query, several rounds with every config in turn in an order drawn per query and
-   rotated each round (the median of the rounds is kept: see :mod:`rag_eval.experiment.latency`);
-5. write the batch's rows (one per query and config) to the run store.
-
-With an approximate index (HNSW) the first k of a wider search can differ slightly from
-a search at k; the latency columns always come from the search at the config's own k.
-A query whose search is not timed has no search, e2e and QPS figures (NaN); its
-post-process and projection times are measured all the same.
+Per batch of queries: transform each query, time each config's own search for the queries the timing plan
+picks (:mod:`rag_eval.experiment.latency`; identical requests share one measurement: :func:`timing_groups`),
+retrieve ONCE per search signature at the largest retrieve-k any config of it needs, run each config's
+post-process, packing and projection on its first retrieve-k of those shared hits, and write the batch's rows
+to the run store. Configs that differ only after retrieval never query Milvus again. The steps and what the
+latency columns hold: docs/harness.md, "Replay".
 """
 
 from __future__ import annotations

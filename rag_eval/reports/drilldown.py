@@ -1,18 +1,9 @@
 """The per-query drill-down of the HTML report: which queries, their table rows, their details.
 
-A query's status for a candidate config is read from the relevant chunks each config
-delivered: ``improved`` when the candidate delivered more of them than the baseline,
-``degraded`` when fewer, ``unchanged`` otherwise (also for unjudged queries).
-
-Past ``max_queries`` the drill-down keeps the most changed queries (largest difference in
-relevant chunks delivered against the baseline, any candidate) for half the budget and the
-worst (smallest share of relevant chunks delivered, over all configs) for the rest; the
-report says how many were left out, and ``per_query.parquet`` holds them all.
-
-Each relevant chunk a config did not deliver carries the stage that lost it and what took
-its place: for ``not_retrieved`` the weakest hit that made retrieve-k, for ``dedup`` the
-chunk kept under the same evidence key, for ``cap`` the chunks of the same document that
-were kept, for ``return_n`` the last block that made it, for a projector budget its name.
+A query is ``improved``, ``degraded`` or ``unchanged`` for a candidate by the relevant chunks it delivered
+against the baseline; past ``max_queries`` the most changed and the worst queries are kept; each relevant
+chunk not delivered carries the stage that lost it and what took its place. The rules: docs/harness.md, "The
+HTML report".
 
 >>> stage_note("cap", n_hits=20)
 'dropped by the per-document cap; kept from the same document:'

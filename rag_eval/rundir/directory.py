@@ -1,31 +1,10 @@
 """The run store: one directory per run, every file written atomically.
 
-::
-
-    DIR/manifest.json              provenance: git commit, config hashes, data set checksum,
-                                   Milvus version and index, pymilvus, Python, machine, times
-    DIR/per_query.parquet          one row per (query, config): the source of truth
-    DIR/summary.json               metrics per config
-    DIR/runs/<config>.trec         TREC run of delivered chunks (docno = chunk evidence key)
-    DIR/runs/<config>.docs.trec    TREC run of delivered documents
-    DIR/qrels/<split>.chunks.trec  chunk-level qrels from span overlap
-    DIR/qrels/<split>.docs.trec    document-level qrels
-    DIR/run.complete.json          written last: every file the run published
-    DIR/.parts/                    finished query batches of an unfinished run (for --resume)
-    DIR/.staging/                  the final files while they are written, before they are published
-    DIR/.lock, DIR/.lock.json      held for the life of a run, and who holds it
-
-A run holds the directory's lock from start to end: a second run into it is refused at
-once. It writes each finished batch of queries to ``.parts`` (atomically); ``--resume``
-checks that nothing it depends on changed and skips the batches found there, so no query
-is run or counted twice. The final files are written into ``.staging``, then moved in as a
-set; ``run.complete.json`` is removed before the move and written after it, so a reader
-never takes half-old, half-new files for a finished run. Files an earlier run published
-and this one does not are removed (only those: never by pattern); then ``.parts`` goes.
-The parts are read one batch at a time (:meth:`RunStore.iter_parts`) and ``per_query.parquet``
-and the TREC runs are written as they are read, so a run's memory does not grow with its
-number of queries. Parts that workers write elsewhere, under a parts URL (``--parts``), are taken into
-``.parts`` as they finish (:meth:`RunStore.take_part`, :mod:`rag_eval.rundir.parts`).
+A run holds the directory's lock from start to end, keeps each finished batch of queries in ``.parts`` (so
+``--resume`` runs and counts no query twice) and publishes its final files from ``.staging`` as a set,
+``run.complete.json`` last, so a reader never takes half-old, half-new files for a finished run; the parts are
+read a batch at a time, so a run's memory does not grow with its queries. The files and the rules:
+docs/harness.md, "The run directory".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Per-query rows: one per (query, config), the single source of truth for every metric.
 
-A row holds facts, not scores: what Milvus returned (the config's own retrieve-k hits),
-what the payload delivered (blocks and the chunks inside them), which relevant chunks
-were delivered, and for each relevant chunk that was not, the stage that lost it:
-
-``not_in_collection``         no row of the collection holds it (evidence a collection built elsewhere lost)
-``not_retrieved``             not among the config's retrieve-k hits
-``dedup`` ``cap`` ``return_n`` dropped by post-processing (D2, D3, D4)
-``document_dedup``            dropped by ``legacy-first`` (another chunk of its document came first)
-``content_dedup``             dropped by the ``content-dedup`` what-if (same text as a kept block)
-``projector_<budget>``        cut by a projector budget (blocks, excerpt_chars, total_chars, ...)
-
-Chunks are named by their true evidence key (``docId#chunk-i``) even when the row that
-carried them was written without identity (legacy rows, rows without doc_id): the
-ingest plan says which chunk every vector id really is.
+A row holds facts, not scores: what Milvus returned, what the payload delivered, which relevant chunks were
+delivered and, for each that was not, the stage that lost it, so any measure can be computed again from the
+rows. Chunks are named by their true evidence key even when the row that carried them had no identity. The
+columns and the loss stages: docs/harness.md, "The run directory".
 """
 
 from __future__ import annotations

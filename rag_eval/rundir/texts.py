@@ -1,17 +1,9 @@
 """Texts behind the per-query rows, for reading a run: chunk texts and evidence spans.
 
-``per_query.parquet`` names chunks by their true evidence key only. A report that shows
-what was delivered and what was lost needs the texts too, so the run writes:
-
-``texts.parquet``  one row per chunk that is relevant to, hit by or delivered for any
-                   (query, config) of the run: ``chunk`` (true evidence key), ``doc_id``,
-                   ``chunk_index``, ``start`` and ``end`` (character offsets in the
-                   document's text), ``title``, ``source``, ``text``
-``spans.parquet``  one row per evidence span of a replayed query: ``query_id``,
-                   ``doc_id``, ``start``, ``end`` (offsets in the document's text),
-                   ``score``; empty for data sets without span qrels
-
-Both come from what the run already prepared (the chunked corpus and the data set).
+``per_query.parquet`` names chunks by their true evidence key only; a report that shows what was delivered
+and what was lost needs the texts too, so the run writes ``texts.parquet`` (every chunk relevant to, hit by or
+delivered for any row) and ``spans.parquet`` (the evidence spans of the replayed queries), both from what it
+already prepared. Their columns: docs/harness.md, "The run directory".
 
 >>> from rag_eval.datasets.beir import Dataset, Document, Query, SpanQrel
 >>> from rag_eval.datasets.chunking import parse_chunker

@@ -1,48 +1,9 @@
 """Milvus and gRPC failures as the project's own errors, by table: the first row that matches gives the error.
 
-::
-
-    what Milvus gives                                         row              the project's error (exit)
-    gRPC status UNIMPLEMENTED                                 UNIMPLEMENTED    UnsupportedFeatureError (2)
-    gRPC status UNAVAILABLE, DEADLINE_EXCEEDED or none        UNAVAILABLE      SearchUnavailableError (3)
-    gRPC, any other status                                    GRPC_OTHER       SearchUnavailableError (3)
-    ConnectionConfigException                                 BAD_URI          SearchUnavailableError (3)
-    code 2; "fail connecting", "retry timeout", "retry run    UNAVAILABLE      SearchUnavailableError (3)
-      out"
-    code 100; "collection not found", "does not exist",       NOT_FOUND        CollectionNotFoundError (3)
-      "can't find collection"
-    code 101; "not loaded", "state 'released'"                NOT_LOADED       CollectionNotLoadedError (3)
-    code 700; "index not found"                               NO_INDEX         CollectionNotLoadedError (3)
-    "cannot parse expression"; code 6 with "column"           BAD_FILTER       FilterError (2)
-    "sizeof"; "dim" with "mismatch", "should divide" or       WRONG_DIMENSION  DimensionMismatchError (2)
-      "expected dim"
-    code 1100; a word of INPUT_WORDS ("invalid", "illegal",   REFUSED          SearchRequestError (2)
-      "must be", "exceed", "param", ...)
-    anything else from a server that answered                BACKEND_FAILED   SearchBackendError (3)
-
-    Milvus Lite failing to open its path (by the exception's class)
-    DataDirLockedError (another process holds the path)       LITE_LOCKED      SearchUnavailableError (3)
-    PermissionError, FileExistsError, NotADirectoryError,     LITE_PATH        LitePathError (2)
-      IsADirectoryError (what the path names)
-    anything else                                             LITE_FAILED      SearchUnavailableError (3)
-
-Three kinds of failure reach the boundary (:meth:`Connection.call <rag_eval.search.milvus.connection.Connection.call>`):
-
-* a raw ``grpc.RpcError`` (a call the backend does not implement, a Lite deadline): by its status code in
-  :data:`GRPC_ROWS`, any other status is :data:`GRPC_OTHER`;
-* a pymilvus exception whose type says it all (a URI pymilvus cannot use): :data:`TYPE_ROWS`;
-* any other ``MilvusException``: by its code or the words of its message in :data:`MILVUS_ROWS`, read top to
-  bottom; none matching is :data:`BACKEND_FAILED` (a server that answered without blaming the request
-  failed itself: exit 3, never exit 2).
-
-Milvus Lite reports a path it cannot open in its log and gives no client (:func:`lite_failure`); what the
-path names is read before that (:mod:`rag_eval.search.milvus.lite`), so :data:`LITE_PATH` is for a path
-that changed in between.
-
-Codes and words cover both backends: the 2.3 server says ``cannot parse expression`` (code 65535) where
-Lite says code 6 about a column; a wrong dimension is 65535 on the server and 6 on Lite. A row's message is a
-template over the failure (``{uri}`` redacted, ``{what}`` the call, ``{name}`` the collection quoted,
-``{message}`` Milvus's own words on one line, ``{why}`` and ``{status}``).
+One table for both backends (the 2.3 server and Milvus Lite word and number the same failure differently), so
+the exit code of a failure is decided in one place: a request Milvus refused is exit 2, a server that failed
+without blaming the request exit 3. The table and how each kind of failure is read: docs/harness.md, "Errors
+from Milvus".
 
 >>> milvus_row(100, "collection not found[collection=kb]").error.__name__
 'CollectionNotFoundError'

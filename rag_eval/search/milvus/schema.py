@@ -1,4 +1,4 @@
-"""The pure-Python half of the Milvus adapter: schema constants, value types, URI checks, filter quoting.
+"""The pure-Python half of the Milvus adapter: schema constants, value types, URI checks (filter literals: quoting).
 
 Never imports pymilvus (the other modules of :mod:`rag_eval.search.milvus` do, lazily), so that the
 experiment, the command line and tests can build rows, index specs and search targets without loading

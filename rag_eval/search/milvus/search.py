@@ -1,22 +1,9 @@
 r"""The search port: :class:`MilvusSearch` answers KnowledgeSearchRequests from a rag_eval collection.
 
-* Missing values: ``""`` and ``-1`` as stored map back to ``None``; a category filter of ``""`` therefore
-  matches nothing, as it does in the in-memory adapter.
-* Filters: pymilvus filter templating (``filter_params``) where a probe shows the backend honours it,
-  otherwise a double-quoted literal escaped by :func:`milvus_string_literal`. Every returned hit is checked
-  against the requested category, so a filter can never widen the result silently.
-* Scores: the similarity Milvus returns for COSINE and IP (higher is better); for L2 the negated squared
-  distance, so that higher is better everywhere. HYBRID hits carry the RRF score (``scores["rrf"]``).
-* Order: hits come in one documented total order (:func:`rag_eval.core.types.hit_order`: score descending,
-  then vector id ascending), so equal scores are ordered the same way on every backend and run. A DENSE search
-  asks for a few hits more than ``top_k`` (two and a sixteenth more); when equal scores straddle the
-  cut-off and run to the end of that page it searches wider (doubling, up to 16,384; the queries of a batch
-  that need it together) until the tied group is complete, so the ``top_k`` hits are exactly
-  the first ``top_k`` of the total order, and a narrower width is a prefix of a wider one (exactly so on an
-  exact index such as FLAT). GROUPED and HYBRID hits are ordered the same way, without widening (their scores
-  depend on the width asked for).
-* GROUPED mode groups by ``doc_id``; rows without a doc_id share one group (the in-memory adapter gives each
-  its own). Backends that silently ignore grouping (the 2.3 server) are refused.
+It answers alike on every backend and run: missing values map back to ``None``, a filter never widens the
+result, higher scores are better for every metric, hits come in one total order (ties at the cut-off resolved
+by searching wider), and a backend that would silently ignore grouping is refused. How each is done:
+docs/harness.md, "The search/milvus/ package".
 """
 
 from __future__ import annotations

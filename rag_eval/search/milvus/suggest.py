@@ -1,18 +1,9 @@
 """A suggested ``[collection]`` table for a collection built elsewhere, read off its schema and a few rows.
 
-Recognises the default schemas of the integration libraries teams build their collections with (measured
-with each library's own store):
-
-- langchain-milvus: ``pk`` INT64 (auto id), ``text``, ``vector``; the metadata as scalar fields, as one
-  JSON field (``metadata_field="metadata"``) or as dynamic fields; no doc id of its own (``source`` is usual);
-  ``start_index`` when the splitter ran with ``add_start_index=True``.
-- llama-index-vector-stores-milvus: ``id`` VARCHAR, ``doc_id`` (the source document), ``text``,
-  ``embedding``; dynamic fields for the metadata and ``_node_content``, a JSON text with the node's
-  ``start_char_idx`` / ``end_char_idx`` in its document.
-- milvus-haystack: ``id`` VARCHAR (a content hash), ``text``, ``vector``; every meta key a dynamic field.
-- rag_eval's own: ``vector_id``, ``doc_id``, ``chunk_index``, ``content``, ``char_start``/``char_end``.
-
-Pure Python: it reads a :class:`~rag_eval.search.milvus.existing.CollectionInfo` and sample rows.
+Pure Python: it reads a :class:`~rag_eval.search.milvus.existing.CollectionInfo` and sample rows, and
+recognises the default schemas of the integration libraries teams build their collections with
+(langchain-milvus, llama-index-vector-stores-milvus, milvus-haystack) and rag_eval's own. Each schema:
+docs/existing-collection.md, "Look first".
 """
 
 from __future__ import annotations
