@@ -9,7 +9,7 @@ too). Which test and why: docs/deciding.md, "Which test, and why".
 
 >>> rng = np.random.default_rng(0)
 >>> a = rng.normal(size=50); b = a + 0.5
->>> r = paired_compare(a, b, kind="mean", settings=Settings(resamples=999), rng=np.random.default_rng(1))
+>>> r = paired_compare(a, b, Pairing(kind="mean", settings=Settings(resamples=999)), rng=np.random.default_rng(1))
 >>> round(r.delta, 3), r.p_value < 0.01, r.ci_low <= 0.5 <= r.ci_high
 (0.5, True, True)
 """
@@ -103,24 +103,31 @@ def aggregate(kind: Kind, values: np.ndarray, percentile: float = 50.0) -> Calla
     return {"mean": mean, "rate": rate, "max": largest, "percentile": pct, "latency": pct}[kind]
 
 
-def paired_compare(
-    baseline: np.ndarray,
-    candidate: np.ndarray,
-    *,
-    kind: Kind,
-    settings: Settings,
-    rng: np.random.Generator,
-    percentile: float = 50.0,
-    test: bool = True,
-    alternative: Alternative = "two-sided",
-    interval: bool = True,
-) -> Paired:
-    """Compare per-unit ``baseline`` and ``candidate`` values (row i of both is the same unit).
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pairing:
+    """How two configs' per-unit values are compared: the statistic (``kind``, at ``percentile`` for the
+    percentile kinds), the settings, whether to test and which way, whether to draw the interval here.
 
     ``alternative`` is the test's: ``less`` asks whether the candidate's value is lower (a drop),
     ``greater`` whether it is higher (a growth; for ratio kinds the log ratio is above 0). Without
     ``interval`` a bootstrap interval is left to the caller (:func:`bootstrapped`, :func:`with_interval`),
     who draws many metrics' at once."""
+
+    kind: Kind
+    settings: Settings
+    percentile: float = 50.0
+    test: bool = True
+    alternative: Alternative = "two-sided"
+    interval: bool = True
+
+
+def paired_compare(
+    baseline: np.ndarray, candidate: np.ndarray, pairing: Pairing, *, rng: np.random.Generator
+) -> Paired:
+    """Compare per-unit ``baseline`` and ``candidate`` values (row i of both is the same unit), as
+    ``pairing`` says."""
+    kind, settings, percentile = pairing.kind, pairing.settings, pairing.percentile
+    test, alternative, interval = pairing.test, pairing.alternative, pairing.interval
     a = np.asarray(baseline, dtype=float)
     b = np.asarray(candidate, dtype=float)
     n = int(a.shape[0])

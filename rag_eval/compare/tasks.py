@@ -18,7 +18,7 @@ import numpy as np
 
 from rag_eval.compare.bootstrap import BootTest, Interval, intervals
 from rag_eval.compare.catalog import Metric
-from rag_eval.compare.stats import Alternative, Paired, Settings, bootstrapped, paired_compare, with_interval
+from rag_eval.compare.stats import Alternative, Paired, Pairing, Settings, bootstrapped, paired_compare, with_interval
 from rag_eval.compare.units import UnitFrames, Units, monte_carlo, p_values
 from rag_eval.compare.verdicts import Family, Key, gate_alternative
 from rag_eval.metrics.registry import Per
@@ -98,9 +98,18 @@ def measure(task: PairingTask, shared: Shared) -> Measured:
         )
         later = monte_carlo(metric, u, settings)
         paired = paired_compare(
-            u.baseline, u.candidate, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-            test=metric.tested and not later, alternative=alternative, interval=False,
-        )  # fmt: skip
+            u.baseline,
+            u.candidate,
+            Pairing(
+                kind=metric.kind,
+                settings=settings,
+                percentile=metric.percentile,
+                test=metric.tested and not later,
+                alternative=alternative,
+                interval=False,
+            ),
+            rng=rng,
+        )
         if later:
             drawn[metric.name] = (metric, u, alternative)
         ranks, names = frames.query_ranks(metric.unit, shared.position)

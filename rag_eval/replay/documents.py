@@ -82,17 +82,7 @@ def run_manifest(
     exp: Experiment, prep: Prepared, replayed: Replayed, *, configs: list[dict[str, Any]], clock: provenance.Clock
 ) -> dict[str, Any]:
     """``manifest.json``: the provenance of the run (:func:`rag_eval.replay.provenance.manifest`)."""
-    return provenance.manifest(
-        exp=exp,
-        dataset=prep.dataset,
-        corpus=prep.corpus,
-        labels=prep.labels,
-        ingest=replayed.ingest,
-        backend=replayed.backend,
-        configs=configs,
-        clock=clock,
-        resumed_batches=replayed.resumed_batches,
-    )
+    return provenance.manifest(exp, prep, replayed, configs=configs, clock=clock)
 
 
 def run_summary(

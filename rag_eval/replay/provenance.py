@@ -21,16 +21,16 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from rag_eval.datasets.beir import Dataset
-from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels
 from rag_eval.experiment import Experiment
-from rag_eval.ingest.collection import IngestResult
-from rag_eval.search.milvus.schema import BackendInfo
+
+if TYPE_CHECKING:  # the steps' results it records; they import this module for the run's identity
+    from rag_eval.replay.prepare import Prepared
+    from rag_eval.replay.step import Replayed
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,18 +98,11 @@ def package_version(name: str) -> str | None:
 
 
 def manifest(
-    *,
-    exp: Experiment,
-    dataset: Dataset,
-    corpus: ChunkedCorpus,
-    labels: ChunkQrels,
-    ingest: IngestResult,
-    backend: BackendInfo,
-    configs: Sequence[Mapping[str, Any]],
-    clock: Clock,
-    resumed_batches: int,
+    exp: Experiment, prep: Prepared, replayed: Replayed, *, configs: Sequence[Mapping[str, Any]], clock: Clock
 ) -> dict[str, Any]:
     """Everything ``manifest.json`` records about a run."""
+    dataset, corpus, labels = prep.dataset, prep.corpus, prep.labels
+    ingest, backend, resumed_batches = replayed.ingest, replayed.backend, replayed.resumed_batches
     return {
         "rag_eval_version": package_version("rag-eval"),
         "git": git_commit(),

@@ -26,7 +26,7 @@ from rag_eval.cli import main
 from rag_eval.compare.catalog import catalog, find_metric
 from rag_eval.compare.checks import RelativeCheck
 from rag_eval.compare.gates import parse_check
-from rag_eval.compare.stats import Settings, paired_compare
+from rag_eval.compare.stats import Pairing, Settings, paired_compare
 from rag_eval.compare.verdicts import Key, decide, gate_alternative
 from tests.conftest import SHIPPED
 
@@ -81,8 +81,12 @@ def power(rows: pd.DataFrame, trials: int, units: int = 264) -> None:
     significant = 0
     for t in range(trials):
         idx = rng.integers(0, len(base), units)
-        p = paired_compare(base[idx], 1.2 * cand[idx], kind="latency", percentile=50, settings=settings,
-                           rng=np.random.default_rng(t), alternative=gate_alternative(metric))  # fmt: skip
+        p = paired_compare(
+            base[idx],
+            1.2 * cand[idx],
+            Pairing(kind="latency", percentile=50, settings=settings, alternative=gate_alternative(metric)),
+            rng=np.random.default_rng(t),
+        )
         key = (0, metric.name)
         settled: tuple[float | None, float | None] = (p.p_value, 0.0)
 

@@ -29,7 +29,7 @@ from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import RelativeCheck, gates_from_table, load_gates, parse_check
 from rag_eval.compare.history import read_history
 from rag_eval.compare.runs import ComparedRun
-from rag_eval.compare.stats import Settings, aggregate, paired_compare
+from rag_eval.compare.stats import Pairing, Settings, aggregate, paired_compare
 from rag_eval.compare.verdicts import gate_alternative
 from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from tests.conftest import SHIPPED
@@ -199,8 +199,10 @@ def aa_fire_rate(run: ComparedRun, spec: str, a: str, b: str, *, simulations: in
     for _ in range(simulations):
         swap = rng.random(len(base)) < 0.5
         x, y = np.where(swap, cand, base), np.where(swap, base, cand)
-        p = paired_compare(x, y, kind=metric.kind, settings=settings, rng=rng, percentile=metric.percentile,
-                           alternative=gate_alternative(metric))  # one-sided, as the gate asks  # fmt: skip
+        one_sided = Pairing(  # as the gate asks
+            kind=metric.kind, settings=settings, percentile=metric.percentile, alternative=gate_alternative(metric)
+        )
+        p = paired_compare(x, y, one_sided, rng=rng)
         result = check.evaluate(metric, p, p_adjusted=p.p_value, settings=settings, family=1)
         fired += result.outcome == "fail"
     return fired / simulations
@@ -290,7 +292,7 @@ def test_mean_intervals_cover_at_their_level_on_real_pairs(
     covered = 0
     for _ in range(draws):
         idx = rng.integers(0, len(base), units)
-        p = paired_compare(base[idx], cand[idx], kind="mean", settings=Settings(), rng=rng, test=False)
+        p = paired_compare(base[idx], cand[idx], Pairing(kind="mean", settings=Settings(), test=False), rng=rng)
         covered += p.ci_low <= truth <= p.ci_high
     assert abs(covered / draws - 0.95) <= 2 * math.sqrt(0.95 * 0.05 / draws) + 0.005
 
@@ -318,7 +320,11 @@ def test_bootstrap_intervals_cover_near_their_level_on_real_pairs(
     draws, covered = 300, 0
     for _ in range(draws):
         idx = rng.integers(0, len(base), 264)
-        p = paired_compare(base[idx], cand[idx], kind=kind, settings=Settings(resamples=1999), rng=rng,  # type: ignore[arg-type]
-                           test=False, percentile=q)  # fmt: skip
+        p = paired_compare(
+            base[idx],
+            cand[idx],
+            Pairing(kind=kind, settings=Settings(resamples=1999), test=False, percentile=q),
+            rng=rng,
+        )
         covered += p.ci_low <= truth <= p.ci_high
     assert covered / draws >= 0.95 - 0.06, covered / draws

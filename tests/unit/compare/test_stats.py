@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_eval.compare.stats import Settings, holm, minimum_detectable, paired_compare, required_resamples
+from rag_eval.compare.stats import Pairing, Settings, holm, minimum_detectable, paired_compare, required_resamples
 
 
 def exact_sign_flip_p(stat_of_flips: object, n: int) -> float:
@@ -29,7 +29,9 @@ def test_mean_difference_exact_p_equals_enumeration() -> None:
     a = np.array([0.2, 0.5, 0.1, 0.9, 0.4, 0.3, 0.8, 0.0])
     b = np.array([0.4, 0.5, 0.3, 1.0, 0.9, 0.2, 0.8, 0.6])
     d = b - a
-    result = paired_compare(a, b, kind="mean", settings=Settings(permutations=4999), rng=np.random.default_rng(0))
+    result = paired_compare(
+        a, b, Pairing(kind="mean", settings=Settings(permutations=4999)), rng=np.random.default_rng(0)
+    )
     assert result.delta == pytest.approx(d.mean())
     assert result.p_value == pytest.approx(exact_sign_flip_p(lambda s: float((s * d).mean()), len(d)))
     assert result.n == 8
@@ -39,7 +41,9 @@ def test_rate_exact_p_swaps_numerator_and_denominator_together() -> None:
     # duplicates / delivered chunks per query: the share is of chunks, not of queries
     a = np.array([[1, 5], [0, 5], [2, 4], [0, 1], [1, 5], [0, 3], [1, 2]], dtype=float)
     b = np.array([[0, 5], [0, 5], [0, 5], [0, 5], [0, 4], [1, 3], [0, 5]], dtype=float)
-    result = paired_compare(a, b, kind="rate", settings=Settings(permutations=4999), rng=np.random.default_rng(0))
+    result = paired_compare(
+        a, b, Pairing(kind="rate", settings=Settings(permutations=4999)), rng=np.random.default_rng(0)
+    )
 
     def stat(signs: np.ndarray) -> float:
         flip = signs < 0
@@ -58,17 +62,19 @@ def test_monte_carlo_p_agrees_with_the_exact_test() -> None:
     b = a + rng.normal(0.4, 1.0, size=14)
     d = b - a
     exact = exact_sign_flip_p(lambda s: float((s * d).mean()), 14)  # 16,384 patterns
-    result = paired_compare(a, b, kind="mean", settings=Settings(permutations=9999), rng=np.random.default_rng(1))
+    result = paired_compare(
+        a, b, Pairing(kind="mean", settings=Settings(permutations=9999)), rng=np.random.default_rng(1)
+    )
     assert result.p_value == pytest.approx(exact, abs=0.02)
 
 
 def test_identical_values_give_p_one_and_a_zero_interval() -> None:
     a = np.array([0.1, 0.5, 0.5, 1.0, 0.0])
     for kind in ("mean", "percentile", "latency"):
-        r = paired_compare(a, a.copy(), kind=kind, settings=Settings(), rng=np.random.default_rng(0))  # type: ignore[arg-type]
+        r = paired_compare(a, a.copy(), Pairing(kind=kind, settings=Settings()), rng=np.random.default_rng(0))  # type: ignore[arg-type]
         assert (r.p_value, r.delta, r.ci_low, r.ci_high, r.se) == (1.0, 0.0, 0.0, 0.0, 0.0)
     rate = np.array([[1.0, 4.0], [0.0, 0.0], [2.0, 2.0]])
-    r = paired_compare(rate, rate.copy(), kind="rate", settings=Settings(), rng=np.random.default_rng(0))
+    r = paired_compare(rate, rate.copy(), Pairing(kind="rate", settings=Settings()), rng=np.random.default_rng(0))
     assert r.p_value == 1.0 and r.delta == 0.0
 
 
@@ -77,7 +83,10 @@ def test_latency_ratio_of_percentiles_and_its_interval() -> None:
     base = rng.lognormal(4.0, 0.3, size=400)
     cand = base * 1.5 * rng.lognormal(0.0, 0.05, size=400)
     r = paired_compare(
-        base, cand, kind="latency", percentile=95, settings=Settings(resamples=1999), rng=np.random.default_rng(0)
+        base,
+        cand,
+        Pairing(kind="latency", percentile=95, settings=Settings(resamples=1999)),
+        rng=np.random.default_rng(0),
     )
     assert r.ratio == pytest.approx(np.percentile(cand, 95) / np.percentile(base, 95))
     assert r.ratio_ci_low is not None and r.ratio_ci_high is not None
@@ -90,25 +99,29 @@ def test_interval_covers_the_mean_difference() -> None:
     rng = np.random.default_rng(11)
     a = rng.binomial(1, 0.5, size=300).astype(float)
     b = np.where(rng.random(300) < 0.1, 1 - a, a)
-    r = paired_compare(a, b, kind="mean", settings=Settings(resamples=1999), rng=np.random.default_rng(2))
+    r = paired_compare(a, b, Pairing(kind="mean", settings=Settings(resamples=1999)), rng=np.random.default_rng(2))
     assert r.ci_low <= r.delta <= r.ci_high
     assert r.se == pytest.approx(np.std(b - a, ddof=1) / math.sqrt(300), rel=0.15)
 
 
 def test_empty_and_undefined_units() -> None:
-    r = paired_compare(np.array([]), np.array([]), kind="mean", settings=Settings(), rng=np.random.default_rng(0))
+    r = paired_compare(
+        np.array([]), np.array([]), Pairing(kind="mean", settings=Settings()), rng=np.random.default_rng(0)
+    )
     assert r.n == 0 and r.p_value is None and math.isnan(r.delta)
     zero = np.array([[0.0, 0.0], [0.0, 0.0]])
     one = zero + np.array([[1.0, 0.0], [0.0, 0.0]])  # a duplicate counted with no delivered chunk
-    r = paired_compare(zero, one, kind="rate", settings=Settings(), rng=np.random.default_rng(0))
+    r = paired_compare(zero, one, Pairing(kind="rate", settings=Settings()), rng=np.random.default_rng(0))
     assert r.p_value is None and math.isnan(r.candidate)  # no delivered chunk: no share to compare
 
 
 def test_max_has_no_test() -> None:
     r = paired_compare(
-        np.array([1.0, 2.0]), np.array([3.0, 2.0]), kind="max", settings=Settings(), rng=np.random.default_rng(0),
-        test=False,
-    )  # fmt: skip
+        np.array([1.0, 2.0]),
+        np.array([3.0, 2.0]),
+        Pairing(kind="max", settings=Settings(), test=False),
+        rng=np.random.default_rng(0),
+    )
     assert (r.baseline, r.candidate, r.delta, r.p_value) == (2.0, 3.0, 1.0, None)
 
 

@@ -16,7 +16,7 @@ import pytest
 from rag_eval.compare.catalog import catalog, find_metric
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import RelativeCheck, gates_from_table, load_gates, parse_check
-from rag_eval.compare.stats import Settings, paired_compare
+from rag_eval.compare.stats import Pairing, Settings, paired_compare
 from rag_eval.compare.verdicts import Verdict, decide, gate_alternative
 from tests.unit.runs import config, make_run, pair_rows, row
 
@@ -101,8 +101,12 @@ def evaluate(check: str, a: np.ndarray, b: np.ndarray, *, seed: int, resamples: 
     assert isinstance(parsed, RelativeCheck)
     metric = find_metric(catalog(CUTOFFS), parsed.metric)
     settings = Settings(resamples=resamples, permutations=resamples)
-    p = paired_compare(a, b, kind=metric.kind, settings=settings, rng=np.random.default_rng(seed),
-                       alternative=gate_alternative(metric))  # fmt: skip
+    p = paired_compare(
+        a,
+        b,
+        Pairing(kind=metric.kind, settings=settings, alternative=gate_alternative(metric)),
+        rng=np.random.default_rng(seed),
+    )
     outcome = parsed.evaluate(metric, p, p_adjusted=p.p_value, settings=settings, family=1)
     return outcome.outcome
 
@@ -168,14 +172,14 @@ def test_a_p_value_near_alpha_is_redrawn_until_the_flag_does_not_depend_on_the_s
     settings = Settings(resamples=99, permutations=4999)
     first_draws, flags, errors = [], [], []
     for seed in range(40):
-        p = paired_compare(a, d, kind="mean", settings=settings, rng=np.random.default_rng(seed))
+        p = paired_compare(a, d, Pairing(kind="mean", settings=settings), rng=np.random.default_rng(seed))
         first_draws.append(p.p_value is not None and p.p_value < 0.05)
 
         def redraw(
             keys: Sequence[tuple[int, str]], round_: int, seed: int = seed
         ) -> dict[tuple[int, str], tuple[float | None, float | None]]:
             more = Settings(resamples=99, permutations=5000 * 4**round_ - 1)
-            again = paired_compare(a, d, kind="mean", settings=more, rng=np.random.default_rng([seed, round_]))
+            again = paired_compare(a, d, Pairing(kind="mean", settings=more), rng=np.random.default_rng([seed, round_]))
             return dict.fromkeys(keys, (again.p_value, again.p_mc_error))
 
         verdicts, _ = decide({(0, metric.name): (metric, p)}, {(0, metric.name): "descriptive"},
