@@ -231,16 +231,15 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
 
 def _cmd_load(args: argparse.Namespace) -> int:
     from rag_eval import jobs
-    from rag_eval.experiment.load_table import LoadSettings, with_flags
+    from rag_eval.experiment.load_table import LoadFlags, LoadSettings, with_flags
     from rag_eval.reports.console import describe_load, print_load
 
     exp = _experiment(args)
-    settings = with_flags(
-        exp.load or LoadSettings(), concurrency=args.concurrency, duration=args.duration,
-        max_searches=args.max_searches, rounds=args.rounds, warmup=args.warmup,
-        configs=[c.strip() for c in args.configs.split(",")] if args.configs is not None else None,
-        known_configs=[c.name for c in exp.configs],
+    flags = LoadFlags(
+        concurrency=args.concurrency, duration=args.duration, max_searches=args.max_searches, rounds=args.rounds,
+        warmup=args.warmup, configs=[c.strip() for c in args.configs.split(",")] if args.configs is not None else None,
     )  # fmt: skip
+    settings = with_flags(exp.load or LoadSettings(), flags, known_configs=[c.name for c in exp.configs])
     out = _out(args, folders.LOAD, exp.name)
     progress = _progress(args)
     progress.log(describe_load(exp, settings, out))

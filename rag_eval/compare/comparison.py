@@ -94,6 +94,38 @@ class _Pairing:
         return Names(self.baseline, self.candidate, self.source)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Plan:
+    """What a comparison compares, decided before any statistic is computed: the runs, the shared queries,
+    the notes, the metrics, every pairing (a candidate against its baseline) with its config, units and
+    frames, the settings (resamples for the number of tests) and each metric's family."""
+
+    run: ComparedRun
+    against: ComparedRun | None
+    gates: GateSet
+    queries: list[str]
+    left_out: tuple[list[str], list[str]]  # (only in the run, only in the run it is compared with)
+    notes: list[str]
+    metrics: Sequence[Metric]
+    pairings: list[_Pairing]
+    settings: Settings
+    configs: list[dict[str, Any]]  # each pairing's candidate config, named
+    families: dict[Key, Family]
+    frames: list[UnitFrames]
+    units: list[dict[str, Units]]
+    position: dict[str, Any]  # query id -> its query index (the order of the flips)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Decided:
+    """What a comparison decided: each pairing's numbers (p-values redrawn near alpha), the one verdict of
+    every tested number, and each pairing's gate results."""
+
+    results: list[Measured]
+    verdicts: Mapping[Key, Verdict]
+    gates: list[list[GateResult]]
+
+
 def compare(
     run: ComparedRun,
     against: ComparedRun | None,
@@ -106,9 +138,18 @@ def compare(
     """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``. Each
     comparison (a candidate against its baseline) is a task run through ``tasks`` (here, one after
     another, by default; on Dask workers when given their map): the document is the same either way."""
+    plan = _plan(run, against, gates, intersection=intersection, notes=notes)
+    results = _measure(plan, tasks)
+    decided = _decide(plan, results, tasks)
+    return _document(plan, decided)
+
+
+def _plan(
+    run: ComparedRun, against: ComparedRun | None, gates: GateSet, *, intersection: bool, notes: Sequence[str]
+) -> _Plan:
     queries, only_run, only_against = common_queries(run, against)
     unjudged = unjudged_note(run.summary)
-    notes = [
+    all_notes = [
         *((unjudged,) if unjudged is not None else ()),
         *notes,
         *_pairing_notes(run, against, only_run, only_against, intersection=intersection),
@@ -123,48 +164,69 @@ def compare(
         gates.settings, permutations=required_resamples(tested, gates.settings.alpha, gates.settings.resamples)
     )
     configs = [{**run.config(p.candidate), "name": p.candidate} for p in plan]
-    families = _families(gates, configs, metrics)
     frames = [
         unit_frames({"query": p.base_run.values, "pair": p.base_run.pairs}, {"query": run.values, "pair": run.pairs},
                     p.baseline, p.candidate, queries)
         for p in plan
     ]  # fmt: skip
-    units = [{m.name: unit_values(m, frames[i]) for m in metrics} for i in range(len(plan))]
-    position = dict(zip(run.table["query_id"].astype(str), run.table["query_index"], strict=True))
+    return _Plan(
+        run=run, against=against, gates=gates, queries=queries, left_out=(only_run, only_against), notes=all_notes,
+        metrics=metrics, pairings=plan, settings=settings, configs=configs,
+        families=_families(gates, configs, metrics), frames=frames,
+        units=[{m.name: unit_values(m, frames[i]) for m in metrics} for i in range(len(plan))],
+        position=dict(zip(run.table["query_id"].astype(str), run.table["query_index"], strict=True)),
+    )  # fmt: skip
+
+
+def _measure(plan: _Plan, tasks: TaskMap) -> list[Measured]:
+    """Every pairing's numbers, a task each."""
     first = [
-        PairingTask(index=i, names=pairing.names, units=units[i], frames=frames[i],
-                    families={m: f for (j, m), f in families.items() if j == i})
-        for i, pairing in enumerate(plan)
+        PairingTask(index=i, names=pairing.names, units=plan.units[i], frames=plan.frames[i],
+                    families={m: f for (j, m), f in plan.families.items() if j == i})
+        for i, pairing in enumerate(plan.pairings)
     ]  # fmt: skip
-    shared = Shared(metrics=tuple(metrics), settings=settings, position=position)
-    results: list[Measured] = tasks(measure, first, shared)
+    shared = Shared(metrics=tuple(plan.metrics), settings=plan.settings, position=plan.position)
+    return tasks(measure, first, shared)
+
+
+def _decide(plan: _Plan, results: list[Measured], tasks: TaskMap) -> _Decided:
+    """One verdict per tested number (p-values near alpha drawn again), then the gates."""
     tested_pairs = {(i, m.name): (m, p) for i, rows in enumerate(results) for m, p, _ in rows if m.tested}
-    redraw = _redrawer(plan, units, frames, tested_pairs, settings, tasks)
-    verdicts, redrawn = decide(tested_pairs, families, alpha=settings.alpha, redraw=redraw)
+    verdicts, redrawn = decide(
+        tested_pairs, plan.families, alpha=plan.settings.alpha, redraw=_redrawer(plan, tested_pairs, tasks)
+    )
     results = [[(m, redrawn.get((i, m.name), p), ch) for m, p, ch in rows] for i, rows in enumerate(results)]
-    gated = [k for k, f in families.items() if f == "gates"]
-    gate_results = _gates(gates, plan, results, run, settings, verdicts, configs, gated)
+    return _Decided(results=results, verdicts=verdicts, gates=_gates(plan, results, verdicts))
+
+
+def _document(plan: _Plan, decided: _Decided) -> Comparison:
+    """``compare.json``'s document and the gates' exit code."""
+    run, against = plan.run, plan.against
     comparisons = [
         {
             "baseline": pairing.baseline,
             "candidate": pairing.candidate,
             "baseline_source": pairing.source,
-            "metrics": [_metric_entry(m, p, ch, verdicts.get((i, m.name), Verdict())) for m, p, ch in rows],
+            "metrics": [
+                _metric_entry(m, p, ch, decided.verdicts.get((i, m.name), Verdict())) for m, p, ch in rows
+            ],
             "gates": [_gate_entry(g) for g in gate_list],
         }
-        for i, (pairing, rows, gate_list) in enumerate(zip(plan, results, gate_results, strict=True))
+        for i, (pairing, rows, gate_list) in enumerate(
+            zip(plan.pairings, decided.results, decided.gates, strict=True)
+        )
     ]
-    exit_code = _exit_code([(g.severity, g.outcome) for gate_list in gate_results for g in gate_list])
+    exit_code = _exit_code([(g.severity, g.outcome) for gate_list in decided.gates for g in gate_list])
     document = {
-        **_method(settings),
+        **_method(plan.settings),
         "run": {"dir": run.label, "experiment": run.experiment, **run.started},
         "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
-        "queries_compared": len(queries),
-        "left_out": {"only_in_run": only_run, "only_in_against": only_against},
-        "gates_file": gates.source,
-        "gates_purpose": gates.purpose,
+        "queries_compared": len(plan.queries),
+        "left_out": {"only_in_run": plan.left_out[0], "only_in_against": plan.left_out[1]},
+        "gates_file": plan.gates.source,
+        "gates_purpose": plan.gates.purpose,
         "exit_code": exit_code,
-        "notes": notes,
+        "notes": plan.notes,
         "comparisons": comparisons,
     }
     return Comparison(document=document, exit_code=exit_code)
@@ -219,21 +281,16 @@ def _pairing_notes(
     return notes
 
 
-def _redrawer(
-    plan: Sequence[_Pairing],
-    units: Sequence[Mapping[str, Units]],
-    frames: Sequence[UnitFrames],
-    tested: Mapping[Key, tuple[Metric, Paired]],
-    settings: Settings,
-    tasks: TaskMap,
-) -> Redraw:
+def _redrawer(plan: _Plan, tested: Mapping[Key, tuple[Metric, Paired]], tasks: TaskMap) -> Redraw:
     """P-values drawn again with 4**round times the resamples, each comparison's together (a task each),
     from its own flip stream of the seed for that round."""
+
+    settings, pairings, frames, units = plan.settings, plan.pairings, plan.frames, plan.units
 
     def again(keys: Sequence[Key], round_: int) -> dict[Key, tuple[float | None, float | None]]:
         more = (settings.permutations + 1) * 4**round_ - 1
         batch = [
-            RedrawTask(index=i, names=plan[i].names, frames=frames[i], resamples=more, round_=round_,
+            RedrawTask(index=i, names=pairings[i].names, frames=frames[i], resamples=more, round_=round_,
                        batch={name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1].alternative)
                               for j, name in keys if j == i})
             for i in sorted({i for i, _ in keys})
@@ -305,20 +362,15 @@ def _metric_entry(metric: Metric, p: Paired, changes: Mapping[str, Any], verdict
 
 
 def _gates(
-    gates: GateSet,
-    plan: Sequence[_Pairing],
-    results: Sequence[Sequence[tuple[Metric, Paired, Mapping[str, Any]]]],
-    run: ComparedRun,
-    settings: Settings,
-    verdicts: Mapping[Key, Verdict],
-    configs: Sequence[Mapping[str, Any]],
-    gate_family: Sequence[Key],
+    plan: _Plan, results: Sequence[Sequence[tuple[Metric, Paired, Mapping[str, Any]]]], verdicts: Mapping[Key, Verdict]
 ) -> list[list[GateResult]]:
+    gates, run, settings, configs = plan.gates, plan.run, plan.settings, plan.configs
+    gate_family = [k for k, f in plan.families.items() if f == "gates"]
     relative: list[tuple[int, RelativeCheck, Metric, Paired]] = []
     out: list[list[GateResult | None]] = []
     load_family = sum(1 for c in configs for k in gates.checks if is_load_metric(k.metric) and k.applies_to(c))
     sources: dict[int, LoadSource] = {}
-    for i, (pairing, rows) in enumerate(zip(plan, results, strict=True)):
+    for i, (pairing, rows) in enumerate(zip(plan.pairings, results, strict=True)):
         by_name = {m.name: (m, p) for m, p, _ in rows}
         config = configs[i]
         slots: list[GateResult | None] = []

@@ -202,23 +202,27 @@ def bound_problems(
     return out
 
 
-def with_flags(
-    base: LoadSettings,
-    *,
-    concurrency: str | None = None,
-    duration: float | None = None,
-    max_searches: int | None = None,
-    rounds: int | None = None,
-    warmup: int | None = None,
-    configs: Sequence[str] | None = None,
-    known_configs: Sequence[str] = (),
-) -> LoadSettings:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadFlags:
+    """The ``rag-eval load`` flags a user gave (None: not given)."""
+
+    concurrency: str | None = None
+    duration: float | None = None
+    max_searches: int | None = None
+    rounds: int | None = None
+    warmup: int | None = None
+    configs: Sequence[str] | None = None
+
+
+def with_flags(base: LoadSettings, flags: LoadFlags, *, known_configs: Sequence[str] = ()) -> LoadSettings:
     """``base`` (an experiment's ``[load]``, or the defaults) with the CLI flags on top, checked.
 
-    >>> with_flags(LoadSettings(), duration=0.0)
+    >>> with_flags(LoadSettings(), LoadFlags(duration=0.0))
     Traceback (most recent call last):
     rag_eval.core.errors.ConfigError: 1 configuration problem: must be > 0 and <= 600 seconds, got 0 @ --duration
     """
+    concurrency, duration, max_searches = flags.concurrency, flags.duration, flags.max_searches
+    rounds, warmup, configs = flags.rounds, flags.warmup, flags.configs
     changes: dict[str, Any] = {}
     problems: list[ConfigProblem] = []
     if concurrency is not None:

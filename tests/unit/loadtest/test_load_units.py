@@ -18,7 +18,7 @@ from rag_eval.core.errors import (
     SearchUnavailableError,
 )
 from rag_eval.experiment import experiment_from_table
-from rag_eval.experiment.load_table import LoadSettings, parse_concurrency, with_flags
+from rag_eval.experiment.load_table import LoadFlags, LoadSettings, parse_concurrency, with_flags
 from rag_eval.loadtest.driver import Window, _collect, _split, requests_table, summarise_level
 from rag_eval.loadtest.worker import WindowResult, WorkerSetup
 from rag_eval.loadtest.worker import _failure as worker_failure
@@ -78,7 +78,7 @@ def test_bad_load_flags_are_refused_naming_the_flag(flags: dict[str, Any], key: 
 
 def test_flags_override_the_experiment_table_and_bounds_hold() -> None:
     base = LoadSettings(concurrency=(1, 2), duration_s=4.0, rounds=2)
-    s = with_flags(base, concurrency="8,4", max_searches=1000, known_configs=["a"])
+    s = with_flags(base, LoadFlags(concurrency="8,4", max_searches=1000), known_configs=["a"])
     assert (s.concurrency, s.duration_s, s.rounds, s.window_cap()) == ((4, 8), 4.0, 2, 500)
     assert _split(500, 3) == [167, 167, 166] and _split(None, 2) == [None, None] and sum(_split(2, 4)) == 2
 
