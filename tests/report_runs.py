@@ -163,7 +163,7 @@ def synthetic_run(
     started = dt.datetime.now(dt.UTC)
     store.begin({"fingerprint": exp.fingerprint()}, resume=False)
     with InMemorySearch.scripted(script) as port:
-        Replayer(port, specs, truth, transformer=transformer, warmup=0).run(queries, store, batch_size=256)
+        Replayer(port, specs, truth, warmup=0).run(queries, store, batch_size=256)
     table = read_parts(store)
     frame = table.to_pandas()
     config_rows = jobs.config_rows(exp)

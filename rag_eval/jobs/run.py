@@ -7,13 +7,12 @@ only sequences them, holding the run directory's lock from the first step to the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from rag_eval.cluster.settings import Cluster
 from rag_eval.compare.comparison import Comparison, compare
 from rag_eval.compare.gates import GateSet, run_gates
 from rag_eval.compare.runs import ComparedRun, check_pairable
@@ -25,7 +24,7 @@ from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
 from rag_eval.replay import provenance
 from rag_eval.replay.documents import config_rows, data_identity, run_manifest, run_summary
 from rag_eval.replay.prepare import Prepared, Progress, ingest_collection, prepare
-from rag_eval.replay.step import Replayed, replay
+from rag_eval.replay.step import Execution, Replayed, replay
 from rag_eval.reports.artifacts import REPORT_MD, html_report, run_files, trec_rankings
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.publish import RANKING_COLUMNS, publish_run
@@ -41,18 +40,6 @@ class RunResult:
     resumed_batches: int
     comparison: Comparison | None = None
     exit_code: int = 0  # the gates' (0 pass or warn, 1 a fail gate fired, 2 a fail gate not evaluable)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Execution:
-    """How a job runs: where it shows its progress, on which cluster (the query batches, then the comparisons,
-    on Dask workers: the rows and the comparison are the same as in one process), whether it resumes an
-    interrupted run, and whether it may write into a directory of other files (else refused)."""
-
-    progress: Progress | None = None
-    cluster: Cluster | None = None
-    resume: bool = False
-    force_out: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +72,7 @@ def run_experiment(
         if earlier is not None and not judged.intersection:
             check_pairable(data_identity(exp, prep), earlier)
         collection = ingest_collection(exp, prep, prog)
-        replayed = replay(exp, prep, collection, store, resume=resume, progress=prog, cluster=cluster)
+        replayed = replay(exp, prep, collection, store, replace(how, progress=prog))
         load = None
         if exp.load is not None:  # the [load] table: measured for this run (its start and fingerprint)
             run_id = {"started": clock.started.isoformat(), "fingerprint": exp.fingerprint()}

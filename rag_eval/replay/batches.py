@@ -108,7 +108,6 @@ class Replayer:
         configs: Sequence[ConfigSpec],
         truth: Truth,
         *,
-        transformer: KnowledgeQueryTransformer | None = None,
         warmup: int = 5,
         timing: TimingPlan | None = None,
         tick: Tick | None = None,
@@ -116,7 +115,7 @@ class Replayer:
         self.port = port
         self.configs = list(configs)
         self.truth = truth
-        self.transformer = transformer or KnowledgeQueryTransformer()
+        self.transformer = KnowledgeQueryTransformer()  # the production transform (L0 hints), stateless
         self.warmup = warmup
         self.timing = timing or TimingPlan()
         self.tick = tick or (lambda phase, n: None)

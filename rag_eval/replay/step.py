@@ -69,17 +69,23 @@ def run_identity(exp: Experiment, prep: Prepared) -> dict[str, Any]:
     }
 
 
-def replay(
-    exp: Experiment,
-    prep: Prepared,
-    ingested: IngestResult,
-    store: RunStore,
-    *,
-    resume: bool,
-    progress: Progress,
-    cluster: Cluster | None = None,
-) -> Replayed:
-    """Replay every query under every config into the run store (on ``cluster``'s workers when given)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Execution:
+    """How a job runs: where it shows its progress, on which cluster (the query batches, then the comparisons,
+    on Dask workers: the rows and the comparison are the same as in one process), whether it resumes an
+    interrupted run, and whether it may write into a directory of other files (else refused)."""
+
+    progress: Progress | None = None
+    cluster: Cluster | None = None
+    resume: bool = False
+    force_out: bool = False
+
+
+
+def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunStore, how: Execution) -> Replayed:
+    """Replay every query under every config into the run store (on ``how.cluster``'s workers when given;
+    resuming ``store``'s finished batches when ``how.resume``)."""
+    progress, cluster, resume = how.progress or Progress(quiet=True), how.cluster, how.resume
     queries, texts = _queries(exp, prep, progress)
     truth = Truth(chunks=prep.chunk_of(), relevance=prep.labels.relevance, doc_relevance=prep.dataset.relevant_docs(),
                   lost=prep.lost_evidence())  # fmt: skip

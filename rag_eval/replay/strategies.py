@@ -26,7 +26,6 @@ from rag_eval.cluster.settings import Cluster
 from rag_eval.cluster.tasks import Stream, connect, stream
 from rag_eval.core.errors import RunStoreError
 from rag_eval.core.ports import KnowledgeSearchPort
-from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.embed.embedders import VectorResolver
 from rag_eval.experiment import ConfigSpec
 from rag_eval.experiment.latency import TimingPlan
@@ -190,8 +189,7 @@ class DaskReplay:
 def _replayer(plan: ReplayPlan, port: KnowledgeSearchPort, progress: Progress) -> Replayer:
     """The plan's replayer on ``port``, its progress phases announced."""
     replayer = Replayer(
-        port, plan.configs, plan.truth, transformer=KnowledgeQueryTransformer(), warmup=plan.warmup,
-        timing=plan.timing, tick=progress.tick,
+        port, plan.configs, plan.truth, warmup=plan.warmup, timing=plan.timing, tick=progress.tick,
     )  # fmt: skip
     n_timed = sum(len({s.config.retrieve_k for s in specs}) for specs in replayer.signatures.values())
     all_batches = plan.batches

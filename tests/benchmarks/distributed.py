@@ -32,7 +32,7 @@ from rag_eval.experiment import Experiment, load_experiment
 from rag_eval.experiment.latency import TimingPlan
 from rag_eval.ingest.collection import IngestResult
 from rag_eval.replay.prepare import Prepared, Progress, ingest_collection, prepare
-from rag_eval.replay.step import replay
+from rag_eval.replay.step import Execution, replay
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.milvus import MilvusStore, is_server_uri
@@ -60,8 +60,8 @@ def _steps(exp: Experiment, prep: Prepared, ingested: IngestResult, work: Path, 
     store = RunStore(work / "run-steps")
     with store.locked():
         started = time.perf_counter()
-        replayed = replay(exp, prep, ingested, store, resume=False, progress=Progress(quiet=True),
-                          cluster=Cluster(workers=workers))  # fmt: skip
+        on_workers = Execution(progress=Progress(quiet=True), cluster=Cluster(workers=workers))
+        replayed = replay(exp, prep, ingested, store, on_workers)
         out["replay"] = time.perf_counter() - started
         started = time.perf_counter()
         run = jobs.summarise_run(exp, prep, replayed, clock)
@@ -116,14 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         # (measured: 34 of 5,000 rows of the 1,000-query set), serial or not; the tries compare with later runs
         warm = RunStore(work / "run-warm-up")
         with warm.locked():
-            replay(exp, prep, ingested, warm, resume=False, progress=quiet)
+            replay(exp, prep, ingested, warm, Execution(progress=quiet))
             warm.finish()
         for round_ in range(args.repeats):
             for name, cluster in modes:
                 store = RunStore(work / f"run-{name}-{round_}")
                 with store.locked():
                     started = time.perf_counter()
-                    replay(exp, prep, ingested, store, resume=False, progress=quiet, cluster=cluster)
+                    replay(exp, prep, ingested, store, Execution(progress=quiet, cluster=cluster))
                     seconds[name].append(time.perf_counter() - started)
                     rows = _rows(store)
                     if cluster is None:
