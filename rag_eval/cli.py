@@ -177,12 +177,13 @@ def _cluster(args: argparse.Namespace) -> Any:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from rag_eval import jobs
+    from rag_eval.compare.gates import load_gates
     from rag_eval.reports.console import print_compared, print_gates
 
-    comparison = jobs.compare_runs(
-        args.run_dir, against=args.against, gates=args.gates, out=args.out, intersection=args.intersection,
-        force_out=args.force_out, cluster=_cluster(args),
-    )  # fmt: skip
+    gates = load_gates(args.gates) if args.gates is not None else None  # named before the runs are read
+    judged = jobs.Judging(gates=gates, against=args.against, intersection=args.intersection)
+    how = jobs.Execution(force_out=args.force_out, cluster=_cluster(args))
+    comparison = jobs.compare_runs(args.run_dir, judged, out=args.out, how=how)
     print_gates(comparison.document)
     print_compared(jobs.comparison_paths(args.run_dir, against=args.against, out=args.out))
     return comparison.exit_code

@@ -18,11 +18,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rag_eval.jobs.compare import compare_runs, comparison_paths
+    from rag_eval.jobs.compare import Judging, compare_runs, comparison_paths
     from rag_eval.jobs.embed import embed_dataset, ingest
     from rag_eval.jobs.loadtest import load
     from rag_eval.jobs.nightly_run import NightFolders, NightResult, nightly
-    from rag_eval.jobs.run import Judging, RunResult, publish, run_experiment, summarise_run
+    from rag_eval.jobs.run import RunResult, publish, run_experiment, summarise_run
     from rag_eval.replay.documents import config_rows
     from rag_eval.replay.step import Execution
 
@@ -32,7 +32,7 @@ _WHERE = {
     "comparison_paths": "rag_eval.jobs.compare", "embed_dataset": "rag_eval.jobs.embed",
     "ingest": "rag_eval.jobs.embed",
     "NightResult": "rag_eval.jobs.nightly_run", "nightly": "rag_eval.jobs.nightly_run",
-    "RunResult": "rag_eval.jobs.run", "Execution": "rag_eval.replay.step", "Judging": "rag_eval.jobs.run",
+    "RunResult": "rag_eval.jobs.run", "Execution": "rag_eval.replay.step", "Judging": "rag_eval.jobs.compare",
     "NightFolders": "rag_eval.jobs.nightly_run",
     "publish": "rag_eval.jobs.run", "run_experiment": "rag_eval.jobs.run", "summarise_run": "rag_eval.jobs.run",
     "load": "rag_eval.jobs.loadtest",

@@ -9,53 +9,62 @@ names the run it compared (its start), and the reports read it only beside that 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from rag_eval.cluster.settings import Cluster
 from rag_eval.compare.comparison import Comparison, compare
-from rag_eval.compare.gates import load_gates, manifest_gates
+from rag_eval.compare.gates import GateSet, manifest_gates
 from rag_eval.compare.history import against_notes
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.compare.tasks import TaskMap, in_process
+from rag_eval.replay.step import Execution
 from rag_eval.reports.artifacts import comparison_files, comparison_names
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.publish import write_set
 from rag_eval.rundir.reader import check_run_dir
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judging:
+    """What a run is compared with and gated by: within the run (every config against the baseline) unless
+    ``against`` names an earlier run directory (``against_self``: the run against itself, as a first night
+    does); ``gates``, else the experiment's, else the shipped default; ``intersection``: pair only the queries
+    both runs hold; ``notes`` carried by the comparison."""
+
+    gates: GateSet | None = None
+    against: str | Path | None = None
+    against_self: bool = False
+    intersection: bool = False
+    notes: Sequence[str] = ()
+
+
 def compare_runs(
-    run_dir: str | Path,
-    *,
-    against: str | Path | None = None,
-    gates: str | Path | None = None,
-    out: str | Path | None = None,
-    intersection: bool = False,
-    force_out: bool = False,
-    cluster: Cluster | None = None,
+    run_dir: str | Path, judged: Judging | None = None, *, out: str | Path | None = None, how: Execution | None = None
 ) -> Comparison:
-    """Compare ``run_dir`` within itself, or against the run directory ``against``, under ``gates`` (else
-    the gates its experiment recorded), and write ``compare.json``, ``junit.xml`` and ``summary.md`` into
-    ``out`` (default: ``run_dir``), holding its lock. ``out`` naming a file, or a directory of other files
-    (unless ``force_out``), is refused before anything is read. A comparison against another run that would
-    land in ``run_dir`` is written beside the run's own verdict under its own names
-    (``compare-vs-OTHER.json``, ...), never over it: :func:`comparison_paths`. ``cluster``: each
+    """Compare ``run_dir`` within itself, or against the run directory ``judged.against``, under
+    ``judged.gates`` (else the gates its experiment recorded), and write ``compare.json``, ``junit.xml`` and
+    ``summary.md`` into ``out`` (default: ``run_dir``), holding its lock. ``out`` naming a file, or a
+    directory of other files (unless ``how.force_out``), is refused before anything is read. A comparison
+    against another run that would land in ``run_dir`` is written beside the run's own verdict under its own
+    names (``compare-vs-OTHER.json``, ...), never over it: :func:`comparison_paths`. ``how.cluster``: each
     comparison a task on Dask workers (the same document)."""
-    given = load_gates(gates) if gates is not None else None  # a bad gates file is named before the runs
+    judged, how = judged or Judging(), how or Execution()
+    given, against, intersection = judged.gates, judged.against, judged.intersection
     target = RunStore(out if out is not None else run_dir)
     if out is not None:
-        target.check_out(force=force_out)
+        target.check_out(force=how.force_out)
     check_run_dir(Path(run_dir))  # before the lock: a directory that holds no run is not written into
     _, suffix = comparison_place(run_dir, against=against, out=out)
     with target.locked():
         run = ComparedRun.from_dir(run_dir)
         earlier = ComparedRun.from_dir(against) if against is not None else None
         gate_set = given if given is not None else manifest_gates(run.manifest)
-        with comparison_tasks(cluster) as tasks:
-            comparison = compare(
-                run, earlier, gate_set, intersection=intersection, notes=against_notes(against), tasks=tasks
-            )
+        with comparison_tasks(how.cluster) as tasks:
+            notes = (*judged.notes, *against_notes(against))
+            comparison = compare(run, earlier, gate_set, intersection=intersection, notes=notes, tasks=tasks)
         write_set(target.dir, comparison_files(comparison.document, suffix), what="the comparison")
     return comparison
 

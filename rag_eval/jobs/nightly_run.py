@@ -11,7 +11,8 @@ from rag_eval.compare.gates import GateSet
 from rag_eval.compare.history import accept, accepted_dir, append_history, is_accepted, night_notes
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.experiment import Experiment
-from rag_eval.jobs.run import Judging, RunResult, run_experiment
+from rag_eval.jobs.compare import Judging
+from rag_eval.jobs.run import RunResult, run_experiment
 from rag_eval.replay.step import Execution
 from rag_eval.rundir import folders
 

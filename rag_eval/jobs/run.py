@@ -6,7 +6,6 @@ only sequences them, holding the run directory's lock from the first step to the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,11 @@ from typing import Any
 import pyarrow as pa
 
 from rag_eval.compare.comparison import Comparison, compare
-from rag_eval.compare.gates import GateSet, run_gates
+from rag_eval.compare.gates import run_gates
 from rag_eval.compare.runs import ComparedRun, check_pairable
 from rag_eval.experiment import Experiment
 from rag_eval.files import json_safe
-from rag_eval.jobs.compare import comparison_tasks
+from rag_eval.jobs.compare import Judging, comparison_tasks
 from rag_eval.loadtest.driver import LoadResult, measure_load, refuse_lite
 from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
 from rag_eval.replay import provenance
@@ -40,20 +39,6 @@ class RunResult:
     resumed_batches: int
     comparison: Comparison | None = None
     exit_code: int = 0  # the gates' (0 pass or warn, 1 a fail gate fired, 2 a fail gate not evaluable)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Judging:
-    """What a run is compared with and gated by: within the run (every config against the baseline) unless
-    ``against`` names an earlier run directory (``against_self``: the run against itself, as a first night
-    does); ``gates``, else the experiment's, else the shipped default; ``intersection``: pair only the queries
-    both runs hold; ``notes`` carried by the comparison."""
-
-    gates: GateSet | None = None
-    against: str | Path | None = None
-    against_self: bool = False
-    intersection: bool = False
-    notes: Sequence[str] = ()
 
 
 def run_experiment(

@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rag_eval import jobs
-from rag_eval.compare.gates import GateSet, parse_check
+from rag_eval.compare.comparison import Comparison
+from rag_eval.compare.gates import GateSet, load_gates, parse_check
 from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.search.milvus import MilvusStore
@@ -27,6 +28,11 @@ pytestmark = [pytest.mark.milvus_server, pytest.mark.slow]
 
 DEFAULT = SHIPPED / "experiments" / "default.toml"
 
+
+
+def compared(out: Path, gates: Path) -> Comparison:
+    """``rag-eval compare OUT --gates GATES`` as the job runs it."""
+    return jobs.compare_runs(out, jobs.Judging(gates=load_gates(gates)))
 
 def two_configs(server_uri: str, collection: str, limit: int) -> Experiment:
     """The default experiment's baseline (legacy-merge) and D1-D5 (evidence) only: fewer comparisons to wait for."""
@@ -90,9 +96,9 @@ def test_a_run_with_a_load_table_measures_gates_and_draws_the_curve(
     assert "| evidence | 2 |" in (out / "load.md").read_text()
 
     # a p99 no lookup can meet fires (the whole interval is above it); a level never measured is an error
-    assert jobs.compare_runs(out, gates=gates_file(tmp_path, "fail load:e2e:p99@2 <= 1us for evidence")).exit_code == 1
-    assert jobs.compare_runs(out, gates=gates_file(tmp_path, "fail load:e2e:p99@4 <= 10s for evidence")).exit_code == 2
-    relative = jobs.compare_runs(out, gates=gates_file(tmp_path, "fail load:e2e:p99@2 growth <= 1000% for evidence"))
+    assert compared(out, gates_file(tmp_path, "fail load:e2e:p99@2 <= 1us for evidence")).exit_code == 1
+    assert compared(out, gates_file(tmp_path, "fail load:e2e:p99@4 <= 10s for evidence")).exit_code == 2
+    relative = compared(out, gates_file(tmp_path, "fail load:e2e:p99@2 growth <= 1000% for evidence"))
     outcome = next(c["gates"][0]["outcome"] for c in relative.document["comparisons"] if c["candidate"] == "evidence")
     assert outcome in ("pass", "underpowered") and relative.exit_code == 0  # three rounds cannot convict
 
@@ -103,7 +109,7 @@ def test_rag_eval_load_into_a_finished_run_directory(server_uri: str, shipped_co
     jobs.run_experiment(replace(exp, cache_dir=tmp_path / "cache"), out)
     assert not (out / "load.json").exists()
     gates = gates_file(tmp_path, "fail load:e2e:p99@1 <= 10s for evidence", "fail load:qps@2 >= 1 for evidence")
-    assert jobs.compare_runs(out, gates=gates).exit_code == 2  # nothing measured yet: an error, not a pass
+    assert compared(out, gates).exit_code == 2  # nothing measured yet: an error, not a pass
 
     command = [
         sys.executable, "-m", "rag_eval.cli", "load", str(DEFAULT), "-q", "--milvus-uri", server_uri,
@@ -117,11 +123,11 @@ def test_rag_eval_load_into_a_finished_run_directory(server_uri: str, shipped_co
     assert doc["run"]["started"] == json.loads((out / "manifest.json").read_text())["started"]
     assert [(r["config"], r["concurrency"]) for r in doc["results"]] == [("evidence", 1), ("evidence", 2)]
     assert "Latency under load" in (out / "report.html").read_text()
-    assert jobs.compare_runs(out, gates=gates).exit_code == 0
+    assert compared(out, gates).exit_code == 0
 
     # a later run into the directory makes the measurement stale: the gate says so instead of passing
     jobs.run_experiment(replace(exp, cache_dir=tmp_path / "cache"), out)
-    stale = jobs.compare_runs(out, gates=gates)
+    stale = compared(out, gates)
     messages = [g["message"] for c in stale.document["comparisons"] for g in c["gates"]]
     assert stale.exit_code == 2 and messages and all("another run" in m for m in messages)
     assert "Latency under load" not in (out / "report.html").read_text()

@@ -239,7 +239,8 @@ def test_the_report_of_five_configs_fits_a_1400_px_window(
     """Five configs compared under the shipped gates, the widest report there is: nothing scrolls sideways, every
     config's column is on screen, and a gate chip says its outcome once and its check in words."""
     import rag_eval.compare
-    from rag_eval.jobs.compare import compare_runs
+    from rag_eval.compare.gates import load_gates
+    from rag_eval.jobs.compare import Judging, compare_runs
     from rag_eval.reports.html import render_html
 
     work = tmp_path_factory.mktemp("five")
@@ -247,7 +248,7 @@ def test_the_report_of_five_configs_fits_a_1400_px_window(
     shipped = (Path(rag_eval.compare.__file__).parent / "shipped" / "default.toml").read_text(encoding="utf-8")
     gates = work / "gates.toml"  # the shipped checks, with fewer bootstrap resamples: a rendering test
     gates.write_text(shipped.replace("resamples = 4999", "resamples = 499"), encoding="utf-8")
-    compare_runs(run, gates=gates)
+    compare_runs(run, Judging(gates=load_gates(gates)))
     render_html(run)
     tab = Page(browser)
     page = tab.page
