@@ -255,10 +255,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from rag_eval.reports.console import print_inspect
 
     found = inspect(args.uri, args.collection, load=args.load, rows=args.rows, token_env=args.token_env)
-    print_inspect(
-        found.info, backend=found.backend, shown_uri=found.target.redacted_uri, collections=found.collections,
-        samples=found.samples, suggestion=found.suggestion, load_default=found.load_default,
-    )  # fmt: skip
+    print_inspect(found)
     return EXIT_OK
 
 

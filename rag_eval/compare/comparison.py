@@ -20,7 +20,7 @@ import numpy as np
 
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
-from rag_eval.compare.loadtest_gates import LoadSource, is_load_metric
+from rag_eval.compare.loadtest_gates import LoadPair, LoadSource, is_load_metric
 from rag_eval.compare.loadtest_gates import evaluate as evaluate_load
 from rag_eval.compare.runs import ComparedRun, common_queries, differences, pairings, unjudged_note
 from rag_eval.compare.stats import (
@@ -380,10 +380,8 @@ def _gates(
             if is_load_metric(check.metric):  # from load.json, judged against the noise between rounds
                 mine = sources.setdefault(id(run), LoadSource(run))
                 base = sources.setdefault(id(pairing.base_run), LoadSource(pairing.base_run))
-                result = evaluate_load(
-                    check, candidate=pairing.candidate, baseline=pairing.baseline, run=mine, base=base,
-                    settings=settings, family=load_family,
-                )  # fmt: skip
+                pair = LoadPair(candidate=pairing.candidate, baseline=pairing.baseline, run=mine, base=base)
+                result = evaluate_load(check, pair, settings=settings, family=load_family)
                 slots.append(result)
                 continue
             metric, paired = by_name[check.metric]

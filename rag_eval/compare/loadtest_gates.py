@@ -122,17 +122,20 @@ class LoadSource:
         return found, ""
 
 
-def evaluate(
-    check: AbsoluteCheck | RelativeCheck,
-    *,
-    candidate: str,
-    baseline: str,
-    run: LoadSource,
-    base: LoadSource,
-    settings: Settings,
-    family: int,
-) -> GateResult:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadPair:
+    """One comparison's two sides in the load measurements: the candidate config in ``run``'s, its baseline
+    in ``base``'s (the same source when both are of one run: then paired by round)."""
+
+    candidate: str
+    baseline: str
+    run: LoadSource
+    base: LoadSource
+
+
+def evaluate(check: AbsoluteCheck | RelativeCheck, pair: LoadPair, *, settings: Settings, family: int) -> GateResult:
     """One load check for one comparison (see the module docstring)."""
+    candidate, baseline, run, base = pair.candidate, pair.baseline, pair.run, pair.base
     metric = parse_load_metric(check.metric)
     if metric is None:  # parse_check refuses these; kept for gates built by hand
         raise RunDirectoryError(f"not a load metric: {quoted(check.metric)}", path=check.path)
@@ -145,7 +148,7 @@ def evaluate(
     theirs, why = base.result(baseline, metric)
     if theirs is None:
         return check.result("error", why)
-    return _relative(check, metric, mine, theirs, paired=run is base, alpha=alpha, power=settings.power)
+    return _relative(check, metric, (mine, theirs), paired=run is base, alpha=alpha, power=settings.power)
 
 
 def _interval(center: float, se: float, df: int, alpha: float) -> tuple[float, float]:
@@ -186,13 +189,13 @@ def _absolute(check: AbsoluteCheck, metric: LoadMetric, result: Mapping[str, Any
 def _relative(
     check: RelativeCheck,
     metric: LoadMetric,
-    mine: Mapping[str, Any],
-    theirs: Mapping[str, Any],
+    sides: tuple[Mapping[str, Any], Mapping[str, Any]],
     *,
     paired: bool,
     alpha: float,
     power: float,
 ) -> GateResult:
+    mine, theirs = sides  # the candidate's result, the baseline's
     c_val, b_val = metric.value(mine), metric.value(theirs)
     c_rounds, b_rounds = metric.rounds(mine), metric.rounds(theirs)
     if c_val is None or b_val is None or len(c_rounds) < 2 or len(b_rounds) < 2:

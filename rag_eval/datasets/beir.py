@@ -249,7 +249,7 @@ def read_qrels_tsv(
     seen: set[tuple[str, str]] = set()
     for n, (qid, did, raw) in _tsv_rows(path, digest, ("query-id", "corpus-id", "score"), problems):
         score = _int(raw, path=path, line=n, field="score", problems=problems)
-        if _known(qid, did, n, path, problems, docs, queries) and score is not None:
+        if _known(qid, did, (path, n), problems, (docs, queries)) and score is not None:
             if (qid, did) in seen:
                 problems.add(f"duplicate judgement for ({qid}, {did})", path=path, line=n, field="corpus-id")
                 continue
@@ -272,7 +272,7 @@ def read_trec_qrels(
             continue
         qid, _, did, raw = cells
         score = _int(raw, path=path, line=n, field="relevance", problems=problems)
-        if _known(qid, did, n, path, problems, docs, queries) and score is not None:
+        if _known(qid, did, (path, n), problems, (docs, queries)) and score is not None:
             out.append(Qrel(qid, did, score))
     return out
 
@@ -286,7 +286,7 @@ def read_span_qrels(
         start = _int(raw_s, path=path, line=n, field="start", problems=problems)
         end = _int(raw_e, path=path, line=n, field="end", problems=problems)
         score = _int(raw_score, path=path, line=n, field="score", problems=problems)
-        if not _known(qid, did, n, path, problems, docs, queries) or None in (start, end, score):
+        if not _known(qid, did, (path, n), problems, (docs, queries)) or None in (start, end, score):
             continue
         assert start is not None and end is not None and score is not None
         length = len(docs[did].text)
@@ -303,12 +303,13 @@ def read_span_qrels(
 def _known(
     qid: str,
     did: str,
-    line: int,
-    path: Path,
+    where: tuple[Path, int],
     problems: _Problems,
-    docs: Mapping[str, Document],
-    queries: Mapping[str, Query],
+    known: tuple[Mapping[str, Document], Mapping[str, Query]],
 ) -> bool:
+    """True when the qrels line at ``where`` (file, line) names a known query and document; else each
+    unknown id is a problem of that line."""
+    (path, line), (docs, queries) = where, known
     ok = True
     if qid not in queries:
         problems.add(f"unknown query {quoted(qid)}", path=path, line=line, field="query-id")

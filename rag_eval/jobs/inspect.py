@@ -9,28 +9,15 @@ to be read: their load state never outlives the process).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rag_eval.core.errors import CollectionNotFoundError, CollectionNotLoadedError, ConfigError, ConfigProblem
-from rag_eval.search.milvus.existing import CollectionInfo, ForeignCollection, collections_at
+from rag_eval.search.milvus.existing import ForeignCollection, collections_at
 from rag_eval.search.milvus.lite import lite_path_problem
 from rag_eval.search.milvus.schema import SearchTarget, uri_problem
-from rag_eval.search.milvus.suggest import Suggestion, suggest
+from rag_eval.search.milvus.suggest import Inspected, suggest
 
 MAX_ROWS = 50  # sample rows inspect shows at most
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Inspected:
-    target: SearchTarget
-    backend: str
-    collections: tuple[str, ...]
-    info: CollectionInfo | None = None
-    samples: list[dict[str, Any]] | None = None
-    suggestion: Suggestion | None = None
-    load_default: bool = False  # what a run's [collection] load would have to be on this backend
 
 
 def _refuse(key: str, message: str) -> ConfigError:

@@ -26,7 +26,7 @@ from rag_eval.replay.prepare import Prepared, Progress, ingest_collection, prepa
 from rag_eval.replay.step import Execution, Replayed, replay
 from rag_eval.reports.artifacts import REPORT_MD, html_report, run_files, trec_rankings
 from rag_eval.rundir.directory import RunStore
-from rag_eval.rundir.publish import RANKING_COLUMNS, publish_run
+from rag_eval.rundir.publish import RANKING_COLUMNS, RunFiles, publish_run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,12 +122,11 @@ def publish(
     while staging leaves the previous run's files as they were."""
     store = replayed.store
     resolution = prep.existing.document() if prep.existing is not None else None
-    publish_run(
-        store,
-        prep,
+    files = RunFiles(
         names=[c.name for c in exp.configs],
         provenance=run.summary["provenance"],
         rankings=trec_rankings(store.iter_parts(RANKING_COLUMNS)),
         artifacts=run_files(run.summary, run.manifest, comparison.document, load, resolution=resolution),
         render=html_report(store.dir),
     )
+    publish_run(store, prep, files)

@@ -79,10 +79,7 @@ def recall_chart(data: ReportData) -> str | None:
         lows.append(lo)
         highs.append(hi)
     return charts.bar_with_intervals(
-        data.names,
-        values,
-        lows,
-        highs,
+        list(zip(data.names, values, lows, highs, strict=True)),
         title="95% bootstrap interval over queries (grey: the baseline)",
         xlabel="share of the relevant chunks delivered, per (query, document) pair with >= 2 relevant chunks",
         highlight=data.baseline,

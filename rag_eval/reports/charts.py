@@ -5,7 +5,7 @@ is off so a ``$`` in a config name is printed as it is; the output is determinis
 hash salt, no date). Each function returns the ``<svg>`` element as a string, or None when
 the run holds nothing to draw.
 
->>> svg = bar_with_intervals(["a", "b"], [0.4, 0.5], [0.3, 0.45], [0.5, 0.55], title="t", xlabel="x")
+>>> svg = bar_with_intervals([("a", 0.4, 0.3, 0.5), ("b", 0.5, 0.45, 0.55)], title="t", xlabel="x")
 >>> svg.startswith("<svg") and "<script" not in svg
 True
 """
@@ -66,17 +66,10 @@ def _figure(width: float, height: float, *, hspace: float = 0.2, wspace: float =
 
 
 def bar_with_intervals(
-    names: Sequence[str],
-    values: Sequence[float],
-    lows: Sequence[float],
-    highs: Sequence[float],
-    *,
-    title: str,
-    xlabel: str,
-    highlight: str | None = None,
+    bars: Sequence[tuple[str, float, float, float]], *, title: str, xlabel: str, highlight: str | None = None
 ) -> str | None:
     """Horizontal bars, one per config, with their intervals (NaN values are left out)."""
-    rows = [(n, v, lo, hi) for n, v, lo, hi in zip(names, values, lows, highs, strict=True) if not math.isnan(v)]
+    rows = [(n, v, lo, hi) for n, v, lo, hi in bars if not math.isnan(v)]
     if not rows:
         return None
     with rc_context(_RC):

@@ -54,6 +54,8 @@ __all__ = [
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rag_eval.search.milvus.suggest import Inspected
+
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "underpowered": "yellow", "fail": "bold red", "error": "bold red"}
 GATE_COLUMNS = ("config", "vs", "gate", "severity", "value", "delta", "interval", "verdict")
 LOAD_COLUMNS = (
@@ -247,12 +249,11 @@ def print_ingested(result: IngestResult) -> None:
     )
 
 
-def print_inspect(
-    info: Any, *, backend: str, shown_uri: str, collections: Sequence[str], samples: Any, suggestion: Any,
-    load_default: bool,
-) -> None:
+def print_inspect(found: Inspected) -> None:
     """``rag-eval inspect``: the collections at a URI, or one collection and a suggested table (the
     collection's own names and values printed as text, never as rich markup)."""
+    info, backend, shown_uri, collections = found.info, found.backend, found.target.redacted_uri, found.collections
+    samples, suggestion, load_default = found.samples, found.suggestion, found.load_default
     from rich.console import Console
 
     from rag_eval.reports.existing import inspect_lines

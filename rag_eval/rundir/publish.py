@@ -104,19 +104,25 @@ def write_set(directory: Path, artifacts: Sequence[Artifact], *, what: str, toge
     return paths
 
 
-def publish_run(
-    store: RunStore,
-    prep: Prepared,
-    *,
-    names: Sequence[str],
-    provenance: Any,
-    rankings: Iterable[Ranking],
-    artifacts: Sequence[Artifact],
-    render: Render,
-) -> None:
-    """Stage the run's data (its rows with ``provenance``, the TREC runs of the configs ``names`` from
-    ``rankings``, the qrels, the texts), then ``artifacts`` in order, then whatever ``render`` renders
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFiles:
+    """What a run publishes besides its rows: the configs its TREC runs name and the rankings they are read
+    from, the provenance the rows carry, the documents (``artifacts``), and what ``render`` renders there."""
+
+    names: Sequence[str]
+    provenance: Any
+    rankings: Iterable[Ranking]
+    artifacts: Sequence[Artifact]
+    render: Render
+
+
+def publish_run(store: RunStore, prep: Prepared, files: RunFiles) -> None:
+    """Stage the run's data (its rows with the provenance, the TREC runs of the configs named from the
+    rankings, the qrels, the texts), then ``files``' artifacts in order, then whatever its ``render`` renders
     there; publish the set, the completion marker last, and drop the finished batches."""
+    names, provenance, rankings, artifacts, render = (
+        files.names, files.provenance, files.rankings, files.artifacts, files.render
+    )
     staging = store.stage()
     try:
         store.write_per_query(store.iter_parts(), provenance)

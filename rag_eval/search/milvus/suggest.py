@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_eval.search.milvus.existing import CollectionInfo
+from rag_eval.search.milvus.schema import SearchTarget
 
 # names a value is usually stored under, most telling first
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -138,3 +139,16 @@ def _longest_text(samples: Sequence[Mapping[str, Any]], names: Sequence[str]) ->
         return sum(values) / len(values) if values else 0.0
 
     return max(names, key=mean_length, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inspected:
+    """What `rag-eval inspect` found at a URI: its collections, or one collection with rows and a suggested table."""
+
+    target: SearchTarget
+    backend: str
+    collections: tuple[str, ...]
+    info: CollectionInfo | None = None
+    samples: list[dict[str, Any]] | None = None
+    suggestion: Suggestion | None = None
+    load_default: bool = False  # what a run's [collection] load would have to be on this backend

@@ -18,7 +18,7 @@ from scipy import stats
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import AbsoluteCheck, GateSet, RelativeCheck, parse_check
-from rag_eval.compare.loadtest_gates import LoadSource, evaluate, parse_load_metric
+from rag_eval.compare.loadtest_gates import LoadPair, LoadSource, evaluate, parse_load_metric
 from rag_eval.compare.stats import Settings
 from rag_eval.files import write_json
 from tests.unit.runs import config, make_run, pair_rows
@@ -66,7 +66,8 @@ def judge(spec: str, run: Any, against: Any | None = None, family: int = 1) -> A
     assert isinstance(check, AbsoluteCheck | RelativeCheck)
     mine = LoadSource(run)
     base = mine if against is None else LoadSource(against)
-    return evaluate(check, candidate="cand", baseline="base", run=mine, base=base, settings=Settings(), family=family)
+    pair = LoadPair(candidate="cand", baseline="base", run=mine, base=base)
+    return evaluate(check, pair, settings=Settings(), family=family)
 
 
 def test_metric_names() -> None:
@@ -149,8 +150,8 @@ def test_a_and_a_rounds_fire_at_most_alpha() -> None:
             check = parse_check(f"fail load:e2e:p99@4 growth <= {threshold * 100:g}%", path="g")
             assert isinstance(check, RelativeCheck)
             src = LoadSource(run)
-            result = evaluate(check, candidate="cand", baseline="base", run=src, base=src, settings=Settings(),
-                              family=1)  # fmt: skip
+            pair = LoadPair(candidate="cand", baseline="base", run=src, base=src)
+            result = evaluate(check, pair, settings=Settings(), family=1)
             fired[threshold] += result.outcome == "fail"
     assert 0 < fired[0.0] / trials <= 0.05  # one-sided: about alpha / 2 expected (and not never: it can fire)
     assert fired[0.2] == 0
