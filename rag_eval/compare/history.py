@@ -34,7 +34,7 @@ from rag_eval.compare.runs import ComparedRun
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunDirectoryError, RunStoreError, quoted
 from rag_eval.files import write_json, write_parquet
 from rag_eval.metrics.measures import summary_frame
-from rag_eval.rundir.directory import MARKER
+from rag_eval.rundir.directory import MARKER, recorded_digests
 from rag_eval.rundir.folders import ACCEPTED, HISTORY
 from rag_eval.rundir.reader import COMPARE, LOAD, PER_QUERY, RUN_FILES, read_json
 
@@ -170,7 +170,8 @@ def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED) -> Path:
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
                 copied.append(name)
-        write_json(staging / MARKER, {"files": copied, "copied_from": str(source)})
+        digests = {k: v for k, v in recorded_digests(source).items() if k in copied}  # the files copied as they are
+        write_json(staging / MARKER, {"files": copied, "copied_from": str(source), "sha256": digests})
         write_json(
             staging / ACCEPTED_FILE,
             {

@@ -10,6 +10,7 @@ docs/harness.md, "The run directory".
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
@@ -36,7 +37,8 @@ PARTS = ".parts"
 STAGING = ".staging"
 LOCK_FILE = ".lock"
 HOLDER_FILE = ".lock.json"
-MARKER = "run.complete.json"  # written last, naming every file the run published
+MARKER = "run.complete.json"  # written last, naming every file the run published and the digests of its data
+CHECKED_FILES = ("per_query.parquet", "summary.json", "manifest.json")  # never rewritten after the publish
 OWN_NAMES = frozenset({LOCK_FILE, HOLDER_FILE, PARTS, STAGING, MARKER})
 # what `rag-eval load` and `rag-eval compare --out` write into a directory of their own
 OWN_FILES = frozenset({"load.json", "compare.json"})
@@ -267,6 +269,7 @@ class RunStore:
         marker = self.dir / MARKER
         previous = published_files(self.dir)
         try:
+            recorded = {rel: file_digest(staged / rel) for rel in files if rel in CHECKED_FILES}
             marker.unlink(missing_ok=True)  # until the marker is back, readers see an unfinished run
             for rel in files:
                 target = self.dir / rel
@@ -274,7 +277,7 @@ class RunStore:
                 os.replace(staged / rel, target)
             for rel in sorted(set(previous) - set(files)):
                 (self.dir / rel).unlink(missing_ok=True)
-            write_json(marker, {"files": files, "published": _now()})
+            write_json(marker, {"files": files, "published": _now(), "sha256": recorded})
             shutil.rmtree(staged, ignore_errors=True)
         except OSError as exc:
             raise RunStoreError(f"cannot publish the run's files: {exc.strerror}", path=str(self.dir)) from exc
@@ -365,6 +368,25 @@ def is_rag_eval_dir(directory: Path, names: Sequence[str]) -> bool:
         or {"manifest.json", "per_query.parquet"} <= set(names)
         or bool(set(names) & OWN_FILES)
     )
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def recorded_digests(directory: str | Path) -> dict[str, str]:
+    """The SHA-256 of each file of :data:`CHECKED_FILES` as the run (or the accepted copy of it) published
+    it; empty for a run written before runs recorded them."""
+    try:
+        found = json.loads((Path(directory) / MARKER).read_text(encoding="utf-8")).get("sha256", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def is_finished(directory: str | Path) -> bool:

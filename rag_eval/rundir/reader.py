@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import InputError, ReportInputError, RunDirectoryError
-from rag_eval.rundir.directory import MARKER, is_finished
+from rag_eval.rundir.directory import MARKER, file_digest, is_finished, recorded_digests
 from rag_eval.rundir.rows import SCHEMA
 
 PER_QUERY = "per_query.parquet"
@@ -172,6 +172,13 @@ def check_run_dir(path: Path) -> None:
             f"the run's files were not all published (no {MARKER}: it stopped while writing them): run it again",
             path=str(path),
         )
+    for name, digest in sorted(recorded_digests(path).items()):
+        if name in RUN_FILES and (path / name).is_file() and file_digest(path / name) != digest:
+            raise RunDirectoryError(
+                f"{name} is not the file the run published (changed or cut since: its SHA-256 differs from "
+                f"the one {MARKER} records): run again, or restore the file",
+                path=str(path / name),
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from rag_eval import cli
@@ -268,3 +269,54 @@ def test_a_comparison_names_its_run_and_a_report_never_shows_it_beside_another(t
     assert load_run(run).compare is None  # not this run's comparison: "not compared yet"
     with pytest.raises(ReportInputError, match=r"compared the run started .* compare again"):
         load_run(elsewhere)
+
+
+def published_copy(source: Path, directory: Path) -> Path:
+    """``source``'s run files published into ``directory`` through the run store, as a run publishes them."""
+    store = RunStore(directory)
+    staging = store.stage()
+    for name in ("per_query.parquet", "summary.json", "manifest.json"):
+        (staging / name).write_bytes((source / name).read_bytes())
+    store.publish()
+    return directory
+
+
+def test_a_run_cut_or_edited_by_hand_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    run = published_copy(synthetic_run(tmp_path / "src", n_queries=30, render=False), tmp_path / "run")
+    marker = json.loads((run / "run.complete.json").read_text())
+    assert sorted(marker["sha256"]) == ["manifest.json", "per_query.parquet", "summary.json"]
+    assert cli.main(["compare", str(run), "-q"]) in (0, 1)  # as published: compared
+    capsys.readouterr()
+    rows = pq.read_table(run / "per_query.parquet")
+    kept = sorted(set(rows.column("query_id").to_pylist()))[:15]  # 15 of 30 queries left
+    pq.write_table(rows.filter(pc.is_in(rows.column("query_id"), value_set=pa.array(kept))), run / "per_query.parquet")
+    assert cli.main(["compare", str(run), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "per_query.parquet is not the file the run published" in err[0]
+    assert str(run / "per_query.parquet") in err[0]
+    # a summary edited by hand: the same
+    other = published_copy(tmp_path / "src", tmp_path / "other")
+    summary = json.loads((other / "summary.json").read_text())
+    summary["baseline"] = "something else"
+    (other / "summary.json").write_text(json.dumps(summary))
+    assert cli.main(["compare", str(other), "-q"]) == 2
+    assert "summary.json is not the file the run published" in capsys.readouterr().err
+
+
+def test_an_accepted_copy_keeps_the_digests_and_is_checked_too(tmp_path: Path) -> None:
+    from rag_eval.compare.history import accept
+    from rag_eval.compare.runs import ComparedRun
+    from rag_eval.core.errors import RunDirectoryError
+
+    run = published_copy(synthetic_run(tmp_path / "src", n_queries=30, render=False), tmp_path / "run")
+    accepted = accept(run, root=tmp_path / "accepted")
+    digests = json.loads((accepted / "run.complete.json").read_text())["sha256"]
+    assert digests == json.loads((run / "run.complete.json").read_text())["sha256"]
+    (accepted / "manifest.json").write_text("{}")
+    with pytest.raises(RunDirectoryError, match=r"manifest\.json is not the file the run published"):
+        ComparedRun.from_dir(accepted)
