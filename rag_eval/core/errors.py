@@ -8,6 +8,7 @@
     │   ├── DatasetError                a data set file: path, line, field
     │   ├── EmbeddingMismatchError      precomputed vectors do not match what they claim to embed
     │   ├── EmbedderUnavailableError    texts need embedding but no embedder is installed
+    │   ├── EmbedderRequestError        an embedding endpoint refused the request itself (model, key, input)
     │   ├── SearchRequestError          Milvus refused the request itself
     │   │   ├── DimensionMismatchError  query vector dimension differs from the collection's
     │   │   └── FilterError             the filter expression was refused
@@ -22,6 +23,7 @@
         ├── CollectionNotFoundError     collection missing
         ├── CollectionNotLoadedError    collection exists but is not loaded
         ├── RunStoreError               the run directory cannot be written or resumed
+        ├── EmbeddingEndpointError      an embedding endpoint failed or was unreachable (after retries)
         ├── LoadClientError             a client process of a load measurement died or never arrived
         └── ClusterError                the Dask scheduler cannot be reached, has no workers, or lost one
 
@@ -158,6 +160,15 @@ class EmbedderUnavailableError(InputError):
     """Some texts have no stored vector and the embedding model cannot be loaded here."""
 
 
+class EmbedderRequestError(InputError):
+    """An embedding endpoint refused a request for a reason retrying cannot change (HTTP 400, 401, 403, 404,
+    422: the model, the key, the input); ``endpoint`` is its URL without credentials."""
+
+    def __init__(self, message: str, *, endpoint: str) -> None:
+        self.endpoint = endpoint
+        super().__init__(message)
+
+
 class SearchRequestError(InputError):
     """The search backend refused a request as malformed."""
 
@@ -260,6 +271,15 @@ class RunStoreError(InfrastructureError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class EmbeddingEndpointError(InfrastructureError):
+    """An embedding endpoint could not be reached, timed out or kept failing (429, 5xx) after every retry;
+    ``endpoint`` is its URL without credentials."""
+
+    def __init__(self, message: str, *, endpoint: str) -> None:
+        self.endpoint = endpoint
+        super().__init__(message)
 
 
 class LoadClientError(InfrastructureError):

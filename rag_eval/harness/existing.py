@@ -32,16 +32,20 @@ from rag_eval.core.errors import (
     ConfigProblem,
     quoted,
 )
+from rag_eval.core.types import KnowledgeSearchRequest
 from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.labels import chunk_qrels
 from rag_eval.datasets.locate import How, Location, StoredRow
 from rag_eval.datasets.resolution import Resolution, from_locations, labelled_documents, resolve
+from rag_eval.embed.embedders import VectorResolver
+from rag_eval.embed.fit import FitResult, sample_rows, self_retrieved
 from rag_eval.files import write_json
 from rag_eval.harness.experiment import CollectionSpec, Experiment
 from rag_eval.harness.ingest import IngestResult
 from rag_eval.search.milvus.fields import FieldMap, FieldMapError, parse_field_map
 from rag_eval.search.milvus.foreign import CollectionInfo, ForeignCollection
 from rag_eval.search.milvus.schema import SearchTarget
+from rag_eval.search.milvus.search import MilvusSearch
 
 CACHE_VERSION = 1
 
@@ -59,6 +63,7 @@ class Existing:
     drift: dict[str, Any] | None  # labels moved since the previous resolution (None: none kept)
     cached: bool  # the resolution was read back (same fingerprint)
     load: bool  # whether the search may load the collection
+    fit: FitResult | None = None  # the [embedder]'s self-retrieval on the collection (None: not checked)
 
     def as_ingested(self) -> IngestResult:
         """The collection as the ingest step's result: searched as it is, read through its field map."""
@@ -88,6 +93,7 @@ class Existing:
             "fuzzy_threshold": self.spec.fuzzy_threshold,
             "from_cache": self.cached,
             "label_drift": self.drift,
+            "embedder_fit": self.fit.as_dict() if self.fit is not None else None,
         }
 
 
@@ -152,9 +158,11 @@ def read_rows(coll: ForeignCollection, fields: FieldMap, spec: CollectionSpec, d
 
 
 def resolve_existing(
-    exp: Experiment, dataset: Dataset, *, query_dim: int, cache_dir: Path, load: bool
-) -> Existing:
-    """Preflight, read the labelled rows, resolve their labels (or read them back), check the share."""
+    exp: Experiment, dataset: Dataset, *, query_dim: int, cache_dir: Path, load: bool,
+    resolver: VectorResolver | None = None,
+) -> Existing:  # fmt: skip
+    """Preflight, read the labelled rows, check the embedder fits (with ``resolver``), resolve their labels
+    (or read them back), check the share."""
     spec = exp.existing
     assert spec is not None
     with open_existing(exp, load=load) as coll:
@@ -165,6 +173,8 @@ def resolve_existing(
     if not rows:
         raise _problem("name", f"collection {spec.name!r} has no row of any labelled document and none without "
                        "a doc id: check fields.doc_id names the data set's document ids")  # fmt: skip
+    target = exp.target.reading(fields, spec.partitions)
+    fit = embedder_fit(exp, target, rows, resolver, load=load) if resolver is not None else None
     key = fingerprint(info, rows)
     store = ResolutionCache(cache_dir, exp, dataset)
     previous = store.latest()
@@ -180,9 +190,35 @@ def resolve_existing(
     drift = None if previous is None or cached else label_drift(previous.get("labels", {}), labels)
     if not cached:
         store.write(key, resolution, labels)
-    return Existing(target=exp.target.reading(fields, spec.partitions), spec=spec, fields=fields, info=info,
-                    resolution=resolution, fingerprint=key,
-                    drift=drift, cached=cached, load=load)  # fmt: skip
+    return Existing(target=target, spec=spec, fields=fields, info=info, resolution=resolution, fingerprint=key,
+                    drift=drift, cached=cached, load=load, fit=fit)  # fmt: skip
+
+
+def embedder_fit(
+    exp: Experiment, target: SearchTarget, rows: Sequence[StoredRow], resolver: VectorResolver, *, load: bool
+) -> FitResult | None:
+    """The stored text of a seeded sample of ``rows`` embedded with the ``[embedder]`` and searched: how many
+    find themselves (:mod:`rag_eval.embed.fit`); refused under ``fit_min``. None for precomputed vectors
+    (no model to embed the rows with)."""
+    s = exp.embedder
+    if s.provider == "precomputed":
+        return None
+    sample = sample_rows([(r.pk, r.text) for r in rows], s.fit_sample, s.fit_seed)
+    texts = [text for _, text in sample]
+    resolver.resolve(texts)
+
+    def encode(batch: Sequence[str]) -> list[list[float]]:
+        return [v.tolist() for v in resolver.resolve(batch)]
+
+    with MilvusSearch(target, encode, load=load) as port:
+        hits = port.search_batch([KnowledgeSearchRequest(query=t, top_k=s.fit_k) for t in texts])
+    found = self_retrieved(sample, [[(h.id, h.content) for h in row] for row in hits], k=s.fit_k)
+    fit = FitResult(sampled=len(sample), found=found, k=s.fit_k, minimum=s.fit_min, seed=s.fit_seed,
+                    model_id=s.model_id)  # fmt: skip
+    if not fit.fits:
+        assert exp.existing is not None
+        raise ConfigError([ConfigProblem("embedder.fit_min", fit.message(exp.existing.name))])
+    return fit
 
 
 SAMPLE_ROWS = 200  # rows a mapping is tried on before anything is read
