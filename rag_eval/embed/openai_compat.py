@@ -53,6 +53,10 @@ class RefusedError(Exception):
     """A request the server refused for a reason a retry cannot change (a 4xx other than 429)."""
 
 
+class _NotSent(Exception):
+    """A batch not sent because another one failed first."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """How often and how long to wait: ``backoff * 2**attempt`` seconds, or the server's ``Retry-After``,
@@ -219,6 +223,7 @@ class EndpointEmbedder:
         self._sleep = sleep
         self._limiter = RateLimiter(settings.requests_per_minute, clock=clock, sleep=sleep)
         self.requests = 0  # requests that returned vectors
+        self._failed = threading.Event()
         self.dim: int | None = settings.dimensions
 
     def close(self) -> None:
@@ -238,6 +243,7 @@ class EndpointEmbedder:
         size = self.settings.batch_size
         batches = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
         failure: BaseException | None = None
+        self._failed.clear()
         with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency), thread_name_prefix="embed") as pool:
             futures: list[Future[np.ndarray]] = [pool.submit(self._request, b) for b in batches]
             batch_of = {id(f): b for f, b in zip(futures, batches, strict=True)}
@@ -245,6 +251,8 @@ class EndpointEmbedder:
                 if future.cancelled():
                     continue
                 error = future.exception()
+                if isinstance(error, _NotSent):
+                    continue
                 if error is not None:
                     if failure is None:
                         failure = error
@@ -256,12 +264,21 @@ class EndpointEmbedder:
             raise failure
 
     def _request(self, batch: list[str]) -> np.ndarray:
+        if self._failed.is_set():
+            raise _NotSent()
+        try:
+            return self._checked(batch, self._sent(batch))
+        except BaseException:
+            self._failed.set()  # the batches not yet sent stay unsent
+            raise
+
+    def _sent(self, batch: list[str]) -> list[list[float]]:
         def once() -> list[list[float]]:
             self._limiter.acquire()
             return self._send(batch)
 
         try:
-            rows = with_retries(once, self.settings.retry, self._sleep)
+            rows: list[list[float]] = with_retries(once, self.settings.retry, self._sleep)
         except RetryableError as exc:
             tries = self.settings.retry.max_retries + 1
             raise EmbeddingEndpointError(
@@ -277,7 +294,7 @@ class EndpointEmbedder:
                 endpoint=self.settings.endpoint,
             ) from None
         self.requests += 1
-        return self._checked(batch, rows)
+        return rows
 
     def _checked(self, batch: Sequence[str], rows: list[list[float]]) -> np.ndarray:
         where = self.settings.endpoint
