@@ -198,7 +198,7 @@ class NamedEmbedder:
             )
         where = f"to {s.endpoint}/embeddings ({s.model}), about {token_estimate(texts):,} tokens" if (
             s.provider == "openai") else f"through {s.callable}"  # fmt: skip
-        return f"embedding {len(texts):,} texts not in the cache {where}"
+        return f"embedding {len(texts):,} text{'s' if len(texts) != 1 else ''} not in the cache {where}"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         return self._normalized(np.asarray(self.inner.encode(texts), dtype=np.float32))
