@@ -143,7 +143,8 @@ def test_the_endpoints_vectors_measure_as_the_local_models_and_a_second_run_send
     api = experiment(tmp_path / "api", collection, endpoint_table(infinity, batch_size=32, concurrency=2))
     code, output = run(api, tmp_path / "api" / "run", capsys)
     assert code == 0, output
-    assert f"embedding {QUERIES - 1} texts not in the cache to " in output  # the first was sent for the dimension and "tokens" in output
+    # the first query was sent alone before (its vector's dimension is checked against the collection's)
+    assert f"embedding {QUERIES - 1} texts not in the cache to " in output and "tokens" in output
     ours, theirs = measures(tmp_path / "api" / "run"), measures(tmp_path / "local" / "run")
     assert ours.keys() == theirs.keys() and len(ours) > 100
     assert all(ours[k] == pytest.approx(theirs[k], abs=1e-9) for k in ours)
@@ -156,6 +157,27 @@ def test_the_endpoints_vectors_measure_as_the_local_models_and_a_second_run_send
     assert code == 0 and "not in the cache" not in output  # nothing sent
     assert measures(tmp_path / "api" / "again") == ours
     assert_key_nowhere(tmp_path / "api", output=output)
+
+
+def test_rag_evals_own_collection_is_ingested_with_the_endpoints_vectors(
+    infinity: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default experiment with the endpoint as its embedder: the chunks are embedded through it too, and the
+    measures are those of the run on the shipped (sentence-transformers) vectors."""
+    runs = {}
+    for name, embedder in (("local", ""), ("api", endpoint_table(infinity))):
+        text = (SHIPPED / "experiments" / "default.toml").read_text()
+        text = text.replace('uri = "../../../reports/milvus/incident-kb.db"', f'uri = "{tmp_path / name}.db"')
+        text = text.replace('path = ".."', f'path = "{SHIPPED}"')
+        text = text.replace('properties = "configs/', f'properties = "{SHIPPED}/experiments/configs/')
+        toml = tmp_path / f"{name}.toml"
+        toml.write_text(text + f'\n[embedder]\ncache_dir = "{tmp_path / name}-cache"\n{embedder}\n')
+        code, output = run(toml, tmp_path / name, capsys)
+        assert code in (0, 1), output
+        runs[name] = (measures(tmp_path / name), output)
+    (ours, output), (theirs, _) = runs["api"], runs["local"]
+    assert "texts not in the cache to" in output and "embedding 264 texts" in output
+    assert ours.keys() == theirs.keys() and all(ours[k] == pytest.approx(theirs[k], abs=1e-9) for k in ours)
 
 
 @pytest.fixture
@@ -191,7 +213,8 @@ def test_a_server_dying_mid_run_is_exit_3_and_the_next_run_sends_only_the_rest(
     code, output = run(toml, tmp_path / "run", capsys)
     lines = [line for line in output.splitlines() if "error" in line]
     assert code == 3, output
-    assert len(lines) == 1 and lines[0].startswith("rag-eval: infrastructure error: ") and served.base_url + "/embeddings" in lines[0] and "failed 2 times" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("rag-eval: infrastructure error: embedding endpoint ")
+    assert served.base_url + "/embeddings" in lines[0] and "failed 2 times" in lines[0]
     first = served.texts_sent()
     assert len(first) == 1 + 50 + 32
     port = served.server.server_address[1] if served.server is not None else 0
