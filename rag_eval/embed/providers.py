@@ -80,6 +80,17 @@ class EmbedSettings:
         return f"precomputed:{self.file}{raw}"
 
     @property
+    def label(self) -> str:
+        """The embedder in a line of the console."""
+        if self.provider == "openai":
+            return f"{self.model} at {self.endpoint}"
+        if self.provider == "python":
+            return f"{self.callable} (python)"
+        if self.provider == "precomputed":
+            return f"precomputed query vectors {self.file}"
+        return self.model
+
+    @property
     def endpoint(self) -> str:
         """``base_url`` without credentials (userinfo, query, fragment) and trailing slash."""
         return redact_value(self.base_url or "").rstrip("/")

@@ -215,6 +215,7 @@ def test_a_server_dying_mid_run_is_exit_3_and_the_next_run_sends_only_the_rest(
     assert code == 3, output
     assert len(lines) == 1 and lines[0].startswith("rag-eval: infrastructure error: embedding endpoint ")
     assert served.base_url + "/embeddings" in lines[0] and "failed 2 times" in lines[0]
+    assert not (tmp_path / "run").exists()  # nothing of the run written: it is started again, not resumed
     first = served.texts_sent()
     assert len(first) == 1 + 50 + 32
     port = served.server.server_address[1] if served.server is not None else 0
