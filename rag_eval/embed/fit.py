@@ -35,6 +35,12 @@ class FitResult:
     minimum: float
     seed: int
     model_id: str
+    not_checked: str | None = None  # why the check could not run (no model here to embed the rows with)
+
+    @classmethod
+    def skipped(cls, why: str, *, model_id: str, k: int, minimum: float, seed: int) -> FitResult:
+        """A check that could not run, and why (it refuses nothing)."""
+        return cls(sampled=0, found=0, k=k, minimum=minimum, seed=seed, model_id=model_id, not_checked=why)
 
     @property
     def rate(self) -> float:
@@ -42,10 +48,12 @@ class FitResult:
 
     @property
     def fits(self) -> bool:
-        return self.rate >= self.minimum
+        return self.not_checked is not None or self.rate >= self.minimum
 
     def as_dict(self) -> dict[str, Any]:
-        return {"model_id": self.model_id, "rows_sampled": self.sampled, "rows_found_themselves": self.found,
+        if self.not_checked is not None:
+            return {"model_id": self.model_id, "checked": False, "why": self.not_checked, "fits": True}
+        return {"checked": True, "model_id": self.model_id, "rows_sampled": self.sampled, "rows_found_themselves": self.found,
                 "self_retrieval_rate": round(self.rate, 4), "k": self.k, "fit_min": self.minimum,
                 "seed": self.seed, "fits": self.fits}  # fmt: skip
 

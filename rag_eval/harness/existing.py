@@ -30,6 +30,7 @@ from rag_eval.core.errors import (
     CollectionNotLoadedError,
     ConfigError,
     ConfigProblem,
+    EmbedderUnavailableError,
     quoted,
 )
 from rag_eval.core.types import KnowledgeSearchRequest
@@ -63,7 +64,7 @@ class Existing:
     drift: dict[str, Any] | None  # labels moved since the previous resolution (None: none kept)
     cached: bool  # the resolution was read back (same fingerprint)
     load: bool  # whether the search may load the collection
-    fit: FitResult | None = None  # the [embedder]'s self-retrieval on the collection (None: not checked)
+    fit: FitResult | None = None  # the [embedder]'s self-retrieval on the collection
 
     def as_ingested(self) -> IngestResult:
         """The collection as the ingest step's result: searched as it is, read through its field map."""
@@ -196,16 +197,25 @@ def resolve_existing(
 
 def embedder_fit(
     exp: Experiment, target: SearchTarget, rows: Sequence[StoredRow], resolver: VectorResolver, *, load: bool
-) -> FitResult | None:
+) -> FitResult:
     """The stored text of a seeded sample of ``rows`` embedded with the ``[embedder]`` and searched: how many
-    find themselves (:mod:`rag_eval.embed.fit`); refused under ``fit_min``. None for precomputed vectors
-    (no model to embed the rows with)."""
+    find themselves (:mod:`rag_eval.embed.fit`); refused under ``fit_min``. Not checked where no model can embed
+    the rows: precomputed query vectors, or a local model that is not installed here (the query vectors
+    then all came from the data set's precomputed files of that model)."""
     s = exp.embedder
-    if s.provider == "precomputed":
-        return None
     sample = sample_rows([(r.pk, r.text) for r in rows], s.fit_sample, s.fit_seed)
     texts = [text for _, text in sample]
-    resolver.resolve(texts)
+    why = "precomputed query vectors: no model to embed the rows with" if s.provider == "precomputed" else None
+    if why is None:
+        try:
+            resolver.resolve(texts)
+        except EmbedderUnavailableError as exc:
+            if s.provider != "sentence-transformers":
+                raise
+            why = f"the rows cannot be embedded here ({exc})"
+    if why is not None:
+        resolver.notice(f"the [embedder] fit check did not run: {why}")
+        return FitResult.skipped(why, model_id=s.model_id, k=s.fit_k, minimum=s.fit_min, seed=s.fit_seed)
 
     def encode(batch: Sequence[str]) -> list[list[float]]:
         return [v.tolist() for v in resolver.resolve(batch)]

@@ -260,3 +260,17 @@ def test_another_model_is_refused_by_the_fit_check(
     assert "of 50 rows of kb_chunks find themselves among their first 10 hits" in output
     assert not (tmp_path / "run").exists()
     assert len(endpoint.texts_sent()) == 1 + 50  # refused before any query was replayed
+
+
+def test_without_the_local_model_the_fit_check_says_it_did_not_run(
+    collection: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine without the ``embed`` extra replays the example on the data set's shipped query vectors (as
+    `make existing` does): the fit check cannot embed the rows, says so, and refuses nothing."""
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import sentence_transformers: ImportError
+    code, output = run(experiment(tmp_path, collection, ""), tmp_path / "run", capsys)
+    assert code == 0, output
+    assert "the [embedder] fit check did not run: the rows cannot be embedded here" in output
+    fit = json.loads((tmp_path / "run" / "resolution.json").read_text())["embedder_fit"]
+    assert fit["checked"] is False and "sentence-transformers is not installed" in fit["why"]
+    assert "not checked: the rows cannot be embedded here" in (tmp_path / "run" / "report.md").read_text()
