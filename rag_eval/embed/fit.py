@@ -53,9 +53,9 @@ class FitResult:
     def as_dict(self) -> dict[str, Any]:
         if self.not_checked is not None:
             return {"model_id": self.model_id, "checked": False, "why": self.not_checked, "fits": True}
-        return {"checked": True, "model_id": self.model_id, "rows_sampled": self.sampled, "rows_found_themselves": self.found,
-                "self_retrieval_rate": round(self.rate, 4), "k": self.k, "fit_min": self.minimum,
-                "seed": self.seed, "fits": self.fits}  # fmt: skip
+        return {"checked": True, "model_id": self.model_id, "rows_sampled": self.sampled,
+                "rows_found_themselves": self.found, "self_retrieval_rate": round(self.rate, 4), "k": self.k,
+                "fit_min": self.minimum, "seed": self.seed, "fits": self.fits}  # fmt: skip
 
     def message(self, collection: str) -> str:
         return (
