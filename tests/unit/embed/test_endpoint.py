@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rag_eval.core.errors import EmbedderRequestError, EmbeddingEndpointError, EmbeddingMismatchError
 from rag_eval.embed.openai_compat import (
@@ -215,3 +217,26 @@ def test_with_retries_gives_up_with_the_last_error() -> None:
     with pytest.raises(RetryableError, match="second"):
         with_retries(send, RetryPolicy(max_retries=1, backoff=2.0), clock.sleep)
     assert clock.sleeps == [2.0]
+
+
+@given(
+    per_minute=st.integers(min_value=1, max_value=600),
+    gaps=st.lists(st.floats(min_value=0.0, max_value=30.0, allow_nan=False), min_size=1, max_size=60),
+)
+def test_no_minute_ever_holds_more_starts_than_the_limit(per_minute: int, gaps: list[float]) -> None:
+    """Requests arriving at any times: in every 60-second window at most ``per_minute`` of them start, none
+    starts before it arrived, and none waits when the limit did not require it."""
+    clock = FakeClock()
+    limiter = RateLimiter(per_minute, clock=clock, sleep=clock.sleep)
+    starts: list[float] = []
+    for gap in gaps:
+        clock.now += gap
+        arrived = clock.now
+        limiter.acquire()
+        assert clock.now >= arrived
+        if clock.now > arrived:  # it waited: only because the previous start was too recent
+            assert starts and clock.now - starts[-1] == pytest.approx(60.0 / per_minute)
+        starts.append(clock.now)
+    for i, first in enumerate(starts):
+        in_window = sum(1 for s in starts[i:] if s < first + 60.0 - 1e-9)
+        assert in_window <= per_minute
