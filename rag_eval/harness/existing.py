@@ -175,7 +175,6 @@ def resolve_existing(
         raise _problem("name", f"collection {spec.name!r} has no row of any labelled document and none without "
                        "a doc id: check fields.doc_id names the data set's document ids")  # fmt: skip
     target = exp.target.reading(fields, spec.partitions)
-    fit = embedder_fit(exp, target, rows, resolver, load=load) if resolver is not None else None
     key = fingerprint(info, rows)
     store = ResolutionCache(cache_dir, exp, dataset)
     previous = store.latest()
@@ -187,6 +186,8 @@ def resolve_existing(
         resolution = resolve(dataset, rows, fuzzy_threshold=spec.fuzzy_threshold,
                              min_overlap_chars=exp.min_overlap_chars)  # fmt: skip
     _check(spec, resolution)
+    # the labels fit: now whether the embedder does (it sends texts, so it comes after the free checks)
+    fit = embedder_fit(exp, target, rows, resolver, load=load) if resolver is not None else None
     labels = _labels(dataset, resolution, exp.min_overlap_chars)
     drift = None if previous is None or cached else label_drift(previous.get("labels", {}), labels)
     if not cached:
