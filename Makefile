@@ -4,6 +4,7 @@
 #   make existing    a collection built elsewhere (LangChain's ingest, into a Lite file), replayed as it is
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
 #   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
+#   make infinity    the OpenAI-compatible model server the embedding tests start (.venv-infinity)
 PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
