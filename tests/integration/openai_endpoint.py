@@ -69,7 +69,9 @@ class Endpoint:
                     return
                 if step != "ok":
                     status, headers = step  # type: ignore[misc]
-                    self._answer(status, {"error": {"message": f"status {status}", "type": "test"}}, headers)
+                    # the key said back, as a hosted API's "Incorrect API key provided: sk-..." does
+                    said = f"status {status} for {self.headers.get('authorization', '')}"
+                    self._answer(status, {"error": {"message": said, "type": "test"}}, headers)
                     seen.answered = status
                     return
                 data = [{"object": "embedding", "index": i, "embedding": v}

@@ -229,6 +229,25 @@ def test_a_server_dying_mid_run_is_exit_3_and_the_next_run_sends_only_the_rest(
     assert_key_nowhere(tmp_path, output=output)
 
 
+@pytest.mark.parametrize(("status", "code"), [(401, 2), (404, 2), (503, 3)])
+def test_a_refusal_is_exit_2_a_failure_exit_3_one_line_without_the_key(
+    served: Endpoint, collection: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int, code: int
+) -> None:
+    """The server says the key back in its error (as hosted APIs do): the one line names the endpoint and the
+    status, never the key; a refusal is not retried."""
+    served.plan = [(status, {"retry-after": "0"})] * 3
+    toml = experiment(tmp_path, collection, endpoint_table(served.base_url, max_retries=2))
+    exit_code, output = run(toml, tmp_path / "run", capsys)
+    assert exit_code == code
+    errors = [line for line in output.splitlines() if "error" in line]
+    assert len(errors) == 1 and f"{served.base_url}/embeddings" in errors[0] and f"HTTP {status}" in errors[0]
+    assert "status" in errors[0] and "Bearer ***" in errors[0]  # what the server said, the key scrubbed
+    answered = [s for s in served.seen if s.answered == status]
+    assert len(answered) == (1 if code == 2 else 3) and answered[0].authorization == f"Bearer {KEY}"
+    assert not (tmp_path / "run").exists()
+    assert_key_nowhere(tmp_path, output=output)
+
+
 def test_vectors_of_another_dimension_are_exit_2(
     minilm: Callable[[Sequence[str]], np.ndarray], collection: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
