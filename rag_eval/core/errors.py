@@ -132,6 +132,15 @@ class EmbedderUnavailableError(InputError):
     """Some texts have no stored vector and the embedding model cannot be loaded here."""
 
 
+class EmbedderRequestError(InputError):
+    """An embedding endpoint refused a request for a reason retrying cannot change (HTTP 400, 401, 403, 404,
+    422: the model, the key, the input); ``endpoint`` is its URL without credentials."""
+
+    def __init__(self, message: str, *, endpoint: str) -> None:
+        self.endpoint = endpoint
+        super().__init__(message)
+
+
 class SearchRequestError(InputError):
     """The search backend refused a request as malformed."""
 
@@ -234,6 +243,15 @@ class RunStoreError(InfrastructureError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class EmbeddingEndpointError(InfrastructureError):
+    """An embedding endpoint could not be reached, timed out or kept failing (429, 5xx) after every retry;
+    ``endpoint`` is its URL without credentials."""
+
+    def __init__(self, message: str, *, endpoint: str) -> None:
+        self.endpoint = endpoint
+        super().__init__(message)
 
 
 class LoadClientError(InfrastructureError):

@@ -9,7 +9,8 @@ stored, no model and no torch are imported.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -105,6 +106,22 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+def _stderr(line: str) -> None:
+    print(f"rag-eval: {line}", file=sys.stderr, flush=True)
+
+
+def _batches(embedder: Embedder, texts: list[str], size: int) -> Iterator[tuple[list[str], np.ndarray]]:
+    """(texts, vectors) batch by batch: the embedder's own batches (an endpoint's, as they arrive), else
+    ``size`` texts at a time."""
+    own = getattr(embedder, "encode_batches", None)
+    if own is not None:
+        yield from own(texts)
+        return
+    for i in range(0, len(texts), size):
+        batch = texts[i : i + size]
+        yield batch, embedder.encode(batch)
+
+
 class VectorResolver:
     """Vectors for texts from precomputed files, the cache, or (last) the model.
 
@@ -119,8 +136,10 @@ class VectorResolver:
         precomputed: Sequence[VectorFile] = (),
         factory: Callable[[], Embedder] | None = None,
         batch_size: int = 256,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.model_id = model_id
+        self.notice = notice if notice is not None else _stderr
         self.cache = cache if cache is not None else EmbeddingCache(None, model_id)
         self.precomputed = [p for p in precomputed if p.model_id == model_id]
         self.dim = self._check_dims()
@@ -173,14 +192,17 @@ class VectorResolver:
         todo = self.missing(texts)
         if todo:
             embedder = self._get_embedder(len(todo))
-            for i in range(0, len(todo), self.batch_size):
-                batch = todo[i : i + self.batch_size]
-                vectors = embedder.encode(batch)
-                self.cache.put(batch, vectors)
-                self.embedded += len(batch)
-                if progress:
-                    progress(len(batch))
-            self.cache.flush()
+            announce = getattr(embedder, "announce", None)
+            if announce is not None:  # a provider that sends texts away says how many before it does
+                self.notice(announce(todo))
+            try:
+                for batch, vectors in _batches(embedder, todo, self.batch_size):
+                    self.cache.put(batch, vectors)
+                    self.embedded += len(batch)
+                    if progress:
+                        progress(len(batch))
+            finally:  # what arrived before a failure stays: the next run sends only the rest
+                self.cache.flush()
         rows = [self.lookup(t) for t in texts]
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)

@@ -22,10 +22,14 @@ from rag_eval.core.errors import (
     CollectionNotLoadedError,
     ConfigError,
     ConfigProblem,
+    EmbedderUnavailableError,
     quoted,
 )
+from rag_eval.core.types import KnowledgeSearchRequest
 from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.labels import chunk_qrels
+from rag_eval.embed.embedders import VectorResolver
+from rag_eval.embed.fit import FitResult, sample_rows, self_retrieved
 from rag_eval.existing.locate import How, Location, StoredRow
 from rag_eval.existing.resolution import Resolution, from_locations, labelled_documents, resolve
 from rag_eval.experiment import CollectionSpec, Experiment
@@ -34,6 +38,7 @@ from rag_eval.ingest.collection import IngestResult
 from rag_eval.search.milvus.existing import CollectionInfo, ForeignCollection
 from rag_eval.search.milvus.fields import FieldMap, FieldMapError, parse_field_map
 from rag_eval.search.milvus.schema import SearchTarget
+from rag_eval.search.milvus.search import MilvusSearch
 
 CACHE_VERSION = 1
 
@@ -51,6 +56,7 @@ class Existing:
     drift: dict[str, Any] | None  # labels moved since the previous resolution (None: none kept)
     cached: bool  # the resolution was read back (same fingerprint)
     load: bool  # whether the search may load the collection
+    fit: FitResult | None = None  # the [embedder]'s self-retrieval on the collection
 
     def as_ingested(self) -> IngestResult:
         """The collection as the ingest step's result: searched as it is, read through its field map."""
@@ -80,6 +86,7 @@ class Existing:
             "fuzzy_threshold": self.spec.fuzzy_threshold,
             "from_cache": self.cached,
             "label_drift": self.drift,
+            "embedder_fit": self.fit.as_dict() if self.fit is not None else None,
         }
 
 
@@ -144,9 +151,11 @@ def read_rows(coll: ForeignCollection, fields: FieldMap, spec: CollectionSpec, d
 
 
 def resolve_existing(
-    exp: Experiment, dataset: Dataset, *, query_dim: int, cache_dir: Path, load: bool
-) -> Existing:
-    """Preflight, read the labelled rows, resolve their labels (or read them back), check the share."""
+    exp: Experiment, dataset: Dataset, *, query_dim: int, cache_dir: Path, load: bool,
+    resolver: VectorResolver | None = None,
+) -> Existing:  # fmt: skip
+    """Preflight, read the labelled rows, check the embedder fits (with ``resolver``), resolve their labels
+    (or read them back), check the share."""
     spec = exp.existing
     assert spec is not None
     with open_existing(exp, load=load) as coll:
@@ -157,6 +166,7 @@ def resolve_existing(
     if not rows:
         raise _problem("name", f"collection {spec.name!r} has no row of any labelled document and none without "
                        "a doc id: check fields.doc_id names the data set's document ids")  # fmt: skip
+    target = exp.target.reading(fields, spec.partitions)
     key = fingerprint(info, rows)
     store = ResolutionCache(cache_dir, exp, dataset)
     previous = store.latest()
@@ -168,13 +178,50 @@ def resolve_existing(
         resolution = resolve(dataset, rows, fuzzy_threshold=spec.fuzzy_threshold,
                              min_overlap_chars=exp.min_overlap_chars)  # fmt: skip
     _check(spec, resolution)
+    # the labels fit: now whether the embedder does (it sends texts, so it comes after the free checks)
+    fit = embedder_fit(exp, target, rows, resolver, load=load) if resolver is not None else None
     labels = _labels(dataset, resolution, exp.min_overlap_chars)
     drift = None if previous is None or cached else label_drift(previous.get("labels", {}), labels)
     if not cached:
         store.write(key, resolution, labels)
-    return Existing(target=exp.target.reading(fields, spec.partitions), spec=spec, fields=fields, info=info,
-                    resolution=resolution, fingerprint=key,
-                    drift=drift, cached=cached, load=load)  # fmt: skip
+    return Existing(target=target, spec=spec, fields=fields, info=info, resolution=resolution, fingerprint=key,
+                    drift=drift, cached=cached, load=load, fit=fit)  # fmt: skip
+
+
+def embedder_fit(
+    exp: Experiment, target: SearchTarget, rows: Sequence[StoredRow], resolver: VectorResolver, *, load: bool
+) -> FitResult:
+    """The stored text of a seeded sample of ``rows`` embedded with the ``[embedder]`` and searched: how many
+    find themselves (:mod:`rag_eval.embed.fit`); refused under ``fit_min``. Not checked where no model can embed
+    the rows: precomputed query vectors, or a local model that is not installed here (the query vectors
+    then all came from the data set's precomputed files of that model)."""
+    s = exp.embedder
+    sample = sample_rows([(r.pk, r.text) for r in rows], s.fit_sample, s.fit_seed)
+    texts = [text for _, text in sample]
+    why = "precomputed query vectors: no model to embed the rows with" if s.provider == "precomputed" else None
+    if why is None:
+        try:
+            resolver.resolve(texts)
+        except EmbedderUnavailableError as exc:
+            if s.provider != "sentence-transformers":
+                raise
+            why = f"the rows cannot be embedded here ({exc})"
+    if why is not None:
+        resolver.notice(f"the [embedder] fit check did not run: {why}")
+        return FitResult.skipped(why, model_id=s.model_id, k=s.fit_k, minimum=s.fit_min, seed=s.fit_seed)
+
+    def encode(batch: Sequence[str]) -> list[list[float]]:
+        return [v.tolist() for v in resolver.resolve(batch)]
+
+    with MilvusSearch(target, encode, load=load) as port:
+        hits = port.search_batch([KnowledgeSearchRequest(query=t, top_k=s.fit_k) for t in texts])
+    found = self_retrieved(sample, [[(h.id, h.content) for h in row] for row in hits], k=s.fit_k)
+    fit = FitResult(sampled=len(sample), found=found, k=s.fit_k, minimum=s.fit_min, seed=s.fit_seed,
+                    model_id=s.model_id)  # fmt: skip
+    if not fit.fits:
+        assert exp.existing is not None
+        raise ConfigError([ConfigProblem("embedder.fit_min", fit.message(exp.existing.name))])
+    return fit
 
 
 SAMPLE_ROWS = 200  # rows a mapping is tried on before anything is read

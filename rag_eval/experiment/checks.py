@@ -24,6 +24,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
 from rag_eval.datasets.beir import split_name_problem
 from rag_eval.datasets.chunking import parse_chunker
+from rag_eval.embed.providers import settings_problems
 from rag_eval.experiment.model import MAX_NAME, ConfigSpec, Experiment
 from rag_eval.files import name_length_problem as file_name_problem
 from rag_eval.search.milvus.lite import lite_path, lite_path_problem
@@ -63,6 +64,7 @@ FILE_KEYS: Mapping[str, str] = {
     "chunker_spec": "chunker.spec",
     "cutoffs": "metrics.cutoffs",
     "cache_dir": "embedder.cache_dir",
+    "embedder": "embedder",
     "vectors_dir": "embedder.vectors_dir",
     "milvus_uri": "milvus.uri",
     "timeout": "milvus.timeout",
@@ -335,11 +337,18 @@ def _existing(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
             yield ConfigProblem(keys.flags.get("configs", f"configs[{n}].mode"), refusal)
 
 
+def _embedder(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    """The ``[embedder]`` provider's values (:func:`rag_eval.embed.providers.settings_problems`)."""
+    for key, message in settings_problems(exp.embedder, existing=exp.existing is not None):
+        yield ConfigProblem(keys.of("embedder", key), message)
+
+
 _CHECKS: tuple[ExperimentCheck, ...] = (
     _experiment,
     _paths,
     _dataset,
     _chunker,
+    _embedder,
     _milvus,
     _ingest,
     _configs,

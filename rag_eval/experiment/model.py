@@ -26,7 +26,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import PostProcessor
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
-from rag_eval.embed.embedders import DEFAULT_MODEL
+from rag_eval.embed.providers import EmbedSettings
 from rag_eval.experiment.latency import TimingPlan
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.experiment.whatif import WHAT_IFS
@@ -140,8 +140,7 @@ class Experiment:
     split: str
     chunker_spec: str = DEFAULT_CHUNKER_SPEC
     min_overlap_chars: int = 1
-    embedder_model: str = DEFAULT_MODEL
-    embedder_normalize: bool = True
+    embedder: EmbedSettings = field(default_factory=EmbedSettings)  # the [embedder] table: provider, model, ...
     cache_dir: Path = DEFAULT_CACHE_DIR
     vectors_dir: Path | None = None  # precomputed vectors; default <dataset>/vectors
     milvus_uri: str | None = None  # None: Lite file under reports/milvus/
@@ -162,6 +161,20 @@ class Experiment:
     gates: Mapping[str, Any] | None = None  # the [gates] table as written; rag_eval.compare reads it
     load: LoadSettings | None = None  # the [load] table: `rag-eval run` then measures latency under load too
     existing: CollectionSpec | None = None  # the [collection] table: replay a collection built elsewhere
+
+    @property
+    def embedder_model(self) -> str:
+        return self.embedder.model
+
+    @property
+    def embedder_normalize(self) -> bool:
+        return self.embedder.normalize
+
+    @property
+    def embedder_identity(self) -> list[Any]:
+        """The embedder as a run's identity names it (a local model: as it always did)."""
+        extra = [] if self.embedder.provider == "sentence-transformers" else [self.embedder.model_id]
+        return [self.embedder_model, self.embedder_normalize, *extra]
 
     def checked_cap(self, spec: ConfigSpec) -> tuple[int | None, str]:
         """The per-document cap ``spec``'s delivery is checked against, and where it comes from.
@@ -210,7 +223,7 @@ class Experiment:
             "split": self.split,
             "chunker": self.chunker_spec,
             "min_overlap_chars": self.min_overlap_chars,
-            "embedder": [self.embedder_model, self.embedder_normalize],
+            "embedder": self.embedder_identity,
             "uri": self.resolved_uri,
             "collection": self.collection,
             "index": self.index.to_json(),
@@ -233,7 +246,7 @@ class Experiment:
             "split": self.split,
             "chunker": self.chunker_spec,
             "min_overlap_chars": self.min_overlap_chars,
-            "embedder": {"model": self.embedder_model, "normalize": self.embedder_normalize},
+            "embedder": self.embedder.as_dict(),
             "milvus": {
                 "uri": redact_uri(self.resolved_uri),
                 "collection": self.collection,

@@ -19,7 +19,7 @@ from typing import Any
 
 from rag_eval.core.errors import quoted
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
-from rag_eval.embed.embedders import DEFAULT_MODEL
+from rag_eval.embed.providers import EmbedSettings
 from rag_eval.experiment.checks import CUTOFF_RULE, path_problem
 from rag_eval.experiment.latency import LatencyMode, TimingPlan
 from rag_eval.experiment.load_table import settings_from_table
@@ -64,17 +64,35 @@ def read_chunker(t: TableReader) -> Fields:
 
 
 def read_embedder(t: TableReader) -> Fields:
-    """``[embedder]`` model, normalize, cache_dir (an output), vectors_dir (an input)."""
-    model = t.get("model", str, DEFAULT_MODEL)
-    normalize = t.get("normalize", bool, True)
+    """``[embedder]`` provider and its keys (:mod:`rag_eval.embed.providers`), cache_dir (an output),
+    vectors_dir (an input)."""
     cache_dir = t.output_path("cache_dir")
     vectors_dir = t.path("vectors_dir")
     return {
-        "embedder_model": model,
-        "embedder_normalize": normalize,
+        "embedder": embed_settings(t),
         "cache_dir": cache_dir if cache_dir is not None else DEFAULT_CACHE_DIR,
         "vectors_dir": vectors_dir.resolve() if vectors_dir is not None else None,
     }
+
+
+def embed_settings(t: TableReader) -> EmbedSettings:
+    """The provider's keys of ``[embedder]``; their values are checked by :func:`settings_problems`."""
+    d = EmbedSettings()
+    provider = t.get("provider", str, d.provider)
+    number = (int, float)
+    file = t.path("file")
+    return EmbedSettings(
+        provider=provider,
+        model=t.get("model", str, d.model if provider == "sentence-transformers" else ""),
+        normalize=t.get("normalize", bool, d.normalize),
+        base_url=t.get("base_url", str), dimensions=t.get("dimensions", int), api_key_env=t.get("api_key_env", str),
+        batch_size=t.get("batch_size", int), concurrency=t.get("concurrency", int, d.concurrency),
+        requests_per_minute=t.get("requests_per_minute", number), timeout=float(t.get("timeout", number, d.timeout)),
+        max_retries=t.get("max_retries", int, d.max_retries), max_texts=t.get("max_texts", int),
+        file=file.resolve() if file is not None else None, callable=t.get("callable", str),
+        fit_sample=t.get("fit_sample", int, d.fit_sample), fit_k=t.get("fit_k", int, d.fit_k),
+        fit_min=float(t.get("fit_min", number, d.fit_min)), fit_seed=t.get("fit_seed", int, d.fit_seed),
+    )  # fmt: skip
 
 
 def read_milvus(t: TableReader) -> Fields:

@@ -18,7 +18,8 @@ from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.datasets.beir import Dataset, load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, chunk_qrels
-from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
+from rag_eval.embed.embedders import VectorResolver
+from rag_eval.embed.precomputed import query_vector_file
 from rag_eval.embed.store import EmbeddingCache, VectorFile
 from rag_eval.existing.preflight import Existing, resolve_existing
 from rag_eval.experiment import Experiment
@@ -42,8 +43,9 @@ def normalized_queries(dataset: Dataset, transformer: KnowledgeQueryTransformer 
 
 def make_resolver(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus | None) -> VectorResolver:
     """Precomputed vectors of the data set (checked against its chunks and queries; the queries only
-    without a corpus), then the on-disk cache, then the model for whatever is still missing."""
-    spec = EmbedderSpec(model=exp.embedder_model, normalize=exp.embedder_normalize)
+    without a corpus), then the on-disk cache, then the ``[embedder]`` provider for whatever is still missing."""
+    settings = exp.embedder
+    model_id = settings.model_id
     chunk_file, query_file = vector_files(exp.resolved_vectors_dir, exp.chunker_spec)
     precomputed = []
     sources = [(query_file, normalized_queries(dataset))]
@@ -52,11 +54,16 @@ def make_resolver(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus | Non
     for path, texts in sources:
         if path.is_file():
             vf = VectorFile.read(path)
-            if vf.model_id == spec.model_id:
-                vf.check_matches(texts, model_id=spec.model_id, regenerate_hint=REGENERATE_HINT)
+            if vf.model_id == model_id:
+                vf.check_matches(texts, model_id=model_id, regenerate_hint=REGENERATE_HINT)
                 precomputed.append(vf)
-    cache = EmbeddingCache(exp.cache_dir, spec.model_id)
-    return VectorResolver(spec.model_id, cache=cache, precomputed=precomputed, factory=spec.build)
+    if settings.provider == "precomputed" and settings.file is not None:
+        queries = list(zip(dataset.queries, [q.text for q in dataset.queries.values()], normalized_queries(dataset),
+                           strict=True))  # fmt: skip
+        precomputed.append(query_vector_file(settings.file, queries, model_id=model_id,
+                                             normalize=settings.normalize, split=dataset.split))  # fmt: skip
+    cache = EmbeddingCache(exp.cache_dir, model_id)
+    return VectorResolver(model_id, cache=cache, precomputed=precomputed, factory=settings.build)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,7 +112,7 @@ def _prepare_existing(exp: Experiment, dataset: Dataset) -> Prepared:
     first = normalized_queries(dataset)[:1]
     dim = int(resolver.resolve(first).shape[1]) if first else 0
     existing = resolve_existing(exp, dataset, query_dim=dim, cache_dir=exp.cache_dir.parent / "resolution",
-                                load=exp.existing.loads(server=exp.target.is_server))  # fmt: skip
+                                load=exp.existing.loads(server=exp.target.is_server), resolver=resolver)  # fmt: skip
     corpus = existing.resolution.corpus
     labels = chunk_qrels(dataset, corpus, min_overlap_chars=exp.min_overlap_chars)
     return Prepared(dataset=dataset, corpus=corpus, labels=labels, rows=[], resolver=resolver, existing=existing)

@@ -57,7 +57,7 @@ def run_identity(exp: Experiment, prep: Prepared) -> dict[str, Any]:
         "split": exp.split,
         "chunker": exp.chunker_spec,
         "labels": [prep.labels.level, exp.min_overlap_chars],
-        "embedder": [exp.embedder_model, exp.embedder_normalize],
+        "embedder": exp.embedder_identity,
         "ingest profile": exp.profile.as_dict(),
         "index": exp.index.to_json(),
         "configs": {c.name: c.config_hash() for c in exp.configs},

@@ -125,7 +125,7 @@ def describe_run(exp: Experiment, out: Path) -> str:
         fields = ", ".join(f"{k}={v}" for k, v in spec.fields.items())
         partitions = f", partitions {', '.join(spec.partitions)}" if spec.partitions else ""
         return (
-            f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), embedder {exp.embedder_model}, "
+            f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), embedder {exp.embedder.label}, "
             f"collection {spec.name} at Milvus {exp.target.redacted_uri}, replayed as it is (fields {fields}"
             f"{partitions}; at most {spec.max_unresolved:.1%} of its rows unlocated), configs {configs}, "
             f"baseline {exp.baseline}, queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; "
@@ -133,7 +133,7 @@ def describe_run(exp: Experiment, out: Path) -> str:
         )
     return (
         f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
-        f"embedder {exp.embedder_model}, ingest profile {exp.profile.name}, Milvus {exp.target.redacted_uri} "
+        f"embedder {exp.embedder.label}, ingest profile {exp.profile.name}, Milvus {exp.target.redacted_uri} "
         f"(index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline {exp.baseline}, "
         f"queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
     )

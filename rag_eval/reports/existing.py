@@ -111,6 +111,13 @@ def resolution_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
                 f"{int(report.get('rows_placed_by_guess', 0)):,}"))  # fmt: skip
     out.append(("rows whose stored offsets disagree with their text",
                 f"{int(report.get('rows_with_offsets_that_disagree', 0)):,}"))  # fmt: skip
+    fit = report.get("embedder_fit")
+    if fit and not fit.get("checked", True):
+        out.append(("the embedder's self-retrieval (the fit check)", f"not checked: {fit['why']}"))
+    elif fit:
+        out.append(("the embedder's self-retrieval (sampled rows among their own first hits; refused under)",
+                    f"{fit['rows_found_themselves']:,} of {fit['rows_sampled']:,} in the first {fit['k']} "
+                    f"({fit['self_retrieval_rate']:.0%}; {fit['fit_min']:.0%}) with {fit['model_id']}"))  # fmt: skip
     drift = report.get("label_drift")
     if drift:
         out.append(("labels moved since the previous resolution (a re-ingest)",

@@ -1,0 +1,108 @@
+"""Query vectors computed elsewhere (``provider = "precomputed"``): a Parquet or JSONL file.
+
+Each row is a query and its vector: ``id`` (the query id of the data set) or ``text`` (the query text, as
+in ``queries.jsonl``), and ``vector`` (a list of numbers). JSONL, one object a line::
+
+    {"id": "q17", "vector": [0.012, -0.034, ...]}
+
+Parquet: the columns ``id`` or ``text``, and ``vector`` (a list of floats). Every query of the split must have
+a vector, of one dimension, finite; else the run is refused (exit 2) naming how many lack one and the first
+ids. Vectors are normalised when ``normalize`` is true.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rag_eval.core.errors import DatasetError
+from rag_eval.embed.store import VectorFile, text_sha256
+
+SHOWN = 5  # ids named when queries have no vector
+
+
+def read_query_vectors(path: Path) -> tuple[str, dict[str, list[float]]]:
+    """("id" or "text", key -> vector) of a Parquet or JSONL file."""
+    if path.suffix.lower() == ".parquet":
+        return _parquet(path)
+    return _jsonl(path)
+
+
+def _parquet(path: Path) -> tuple[str, dict[str, list[float]]]:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DatasetError(f"cannot read query vectors: {exc}", path=str(path)) from exc
+    names = table.column_names
+    key = "id" if "id" in names else "text" if "text" in names else None
+    if key is None or "vector" not in names:
+        raise DatasetError(f"expected the columns id (or text) and vector, found {names}", path=str(path))
+    keys = [str(k) for k in table.column(key).to_pylist()]
+    return key, dict(zip(keys, table.column("vector").to_pylist(), strict=True))
+
+
+def _jsonl(path: Path) -> tuple[str, dict[str, list[float]]]:
+    out: dict[str, list[float]] = {}
+    kind = ""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"cannot read query vectors: {exc}", path=str(path)) from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise DatasetError(f"not JSON ({exc.args[0]})", path=str(path), line=n) from exc
+        keys = [k for k in ("id", "text") if isinstance(obj, dict) and k in obj]
+        key = keys[0] if keys else ""
+        if not key:
+            raise DatasetError("expected an object with id (or text) and vector", path=str(path), line=n)
+        if kind and key != kind:
+            raise DatasetError(f"keyed by {key} where earlier lines are keyed by {kind}", path=str(path), line=n)
+        kind = key
+        vector = obj.get("vector")
+        if not isinstance(vector, list) or not all(_number(v) for v in vector):
+            raise DatasetError("expected a list of numbers", path=str(path), line=n, field="vector")
+        out[str(obj[key])] = vector
+    return kind or "id", out
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def query_vector_file(
+    path: Path, queries: Sequence[tuple[str, str, str]], *, model_id: str, normalize: bool, split: str
+) -> VectorFile:
+    """The vectors of ``queries`` ((id, text, normalised text) each) from ``path``, keyed as the resolver looks
+    them up (the hash of the normalised text)."""
+    kind, found = read_query_vectors(path)
+    missing = [qid for qid, text, _ in queries if (qid if kind == "id" else text) not in found]
+    if missing:
+        shown = ", ".join(missing[:SHOWN]) + (", ..." if len(missing) > SHOWN else "")
+        raise DatasetError(
+            f"{len(missing):,} of the {len(queries):,} queries of split {split!r} have no vector (by {kind}; first: "
+            f"{shown}): every query needs one (embedder.file)",
+            path=str(path),
+        )
+    vectors: dict[str, np.ndarray] = {}
+    dims: set[int] = set()
+    for qid, text, norm in queries:
+        vector = np.asarray(found[qid if kind == "id" else text], dtype=np.float32)
+        if not np.isfinite(vector).all() or vector.ndim != 1 or vector.size == 0:
+            raise DatasetError(f"the vector of query {qid!r} is empty or holds NaN or infinite values", path=str(path))
+        if normalize and (norm_ := float(np.linalg.norm(vector))) > 0:
+            vector = vector / norm_
+        dims.add(vector.size)
+        vectors[text_sha256(norm)] = vector
+    if len(dims) > 1:
+        raise DatasetError(f"query vectors of different dimensions {sorted(dims)}: one model gives one", path=str(path))
+    dim = dims.pop() if dims else 0
+    return VectorFile(path, vectors, {"model_id": model_id, "kind": "queries"}, dim=dim)
