@@ -396,8 +396,13 @@ def _select(order: list[int], cands: Candidates, return_n: int, cap: int) -> tup
             break
     met.extend(rest)
     wanted = {keys[i] for i in returned}
+    found = list(compress(met, map(wanted.__contains__, map(keys.__getitem__, met))))
+    if not found:
+        return returned, {}
+    if len(wanted) == 1:  # one block (many copies of one chunk): every copy is its
+        return returned, {keys[returned[0]]: found}
     copies: dict[str, list[int]] = {}
-    for i in compress(met, map(wanted.__contains__, map(keys.__getitem__, met))):
+    for i in found:
         more = copies.get(key := keys[i])
         if more is None:
             copies[key] = [i]
