@@ -74,10 +74,11 @@ def test_metrics_pytrec_eval(benchmark, results: Results, per_query: pa.Table) -
     assert len(scores) == per_query.num_rows
 
 
-def test_metrics_paired_rounds(results: Results, per_query: pa.Table, pytestconfig: pytest.Config) -> None:
+def test_metrics_paired_rounds(benchmark, results: Results, per_query: pa.Table, pytestconfig: pytest.Config) -> None:  # type: ignore[no-untyped-def]
     """The ratios to pytrec_eval from paired rounds: ``summarize``, ``standard_measures`` and pytrec_eval one
     after the other, five times, so that a change of the machine's load during the session (other work on
-    the cores) moves the three alike; the medians of wall time and of this process's CPU time (all threads)."""
+    the cores) moves the three alike; the medians of wall time and of this process's CPU time (all threads).
+    (pytest-benchmark times the five rounds as one, so that ``--benchmark-only`` runs it.)"""
     evaluate = _pytrec_eval(per_query)
     calls: dict[str, Callable[[], object]] = {
         "summarize": lambda: summarize(per_query, configs=CONFIGS, cutoffs=CUTOFFS),
@@ -86,12 +87,16 @@ def test_metrics_paired_rounds(results: Results, per_query: pa.Table, pytestconf
     }
     walls: dict[str, list[float]] = {name: [] for name in calls}
     cpus: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(5 if timed(pytestconfig) else 1):
-        for name, call in calls.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            call()
-            walls[name].append(time.perf_counter() - wall)
-            cpus[name].append(time.process_time() - cpu)
+
+    def paired() -> None:
+        for _ in range(5 if timed(pytestconfig) else 1):
+            for name, call in calls.items():
+                wall, cpu = time.perf_counter(), time.process_time()
+                call()
+                walls[name].append(time.perf_counter() - wall)
+                cpus[name].append(time.process_time() - cpu)
+
+    benchmark.pedantic(paired, rounds=1, iterations=1)
     for name in calls:
         results.medians[f"paired[{name}]"] = statistics.median(walls[name])
         results.medians[f"paired-cpu[{name}]"] = statistics.median(cpus[name])
