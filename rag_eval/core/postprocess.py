@@ -20,11 +20,12 @@ The legacy processors (what D1-D5 replace) are here too, so all run on the same 
 duplicates (stage ``document_dedup``).
 
 Speed (this runs on every lookup): the processors work on :class:`Candidates` columns, so
-a candidate that is dropped costs its key and a place in one sort (on plain tuples,
-compared in C), never an object; each later step is linear (copies of one key are gathered
-in a list and their hit reasons merged once); the D3/D4 scan stops once ``return_n`` blocks
-are chosen; and the trace is built when first read (a production lookup never reads it,
-the harness always does), by running the same steps to the end.
+a candidate that is dropped costs its key and, at most, a place in one sort (on plain floats
+or tuples, compared in C; hits already in the order, as a port returns them, are not sorted),
+never an object; one pass then does D2, D3 and D4 and stops at the ``return_n``-th block, and
+the copies of the returned keys among the rest are found by a filter that runs in C, so a
+lookup makes no object per candidate; and the trace is built when first read (a production
+lookup never reads it, the harness always does), by running the steps over the whole order.
 """
 
 from __future__ import annotations
@@ -188,18 +189,17 @@ def _group(order: Iterable[int], keys: Sequence[str]) -> dict[str, list[int]]:
 
 
 def _cap_and_return_n(
-    heads: Iterable[int], cands: Candidates, return_n: int, cap: int, *, to_the_end: bool
+    heads: Iterable[int], cands: Candidates, return_n: int, cap: int
 ) -> tuple[list[Stage], list[int]]:
-    """D3 then D4 over deduplicated candidates in order: the stage of each, and the returned
-    ones. Stops once ``return_n`` are returned unless ``to_the_end`` (the trace needs every stage)."""
+    """D3 then D4 over deduplicated candidates in order, to the end: the stage of each (the trace
+    needs every stage), and the returned ones. (A lookup's selection is :func:`_select`, which stops
+    at the ``return_n``-th block.)"""
     hits, keys = cands.hits, cands.keys
     per_doc: dict[str, int] = {}
     stages: list[Stage] = []
     returned: list[int] = []
     full = return_n <= 0
     for i in heads:
-        if full and not to_the_end:
-            break
         bucket = hits[i].doc_id or f"\x00{keys[i]}"  # missing docId: own bucket
         n = per_doc.get(bucket, 0)
         if n >= cap:
@@ -296,9 +296,7 @@ def cap_and_return_n(
     ``return_n``. Returns the selected ones and a trace entry for every input."""
     sels = list(selections)
     primaries = Candidates.of(s.primary for s in sels)
-    stages, returned = _cap_and_return_n(
-        range(len(sels)), primaries, return_n, max_chunks_per_document, to_the_end=True
-    )
+    stages, returned = _cap_and_return_n(range(len(sels)), primaries, return_n, max_chunks_per_document)
     position = {i: pos for pos, i in enumerate(returned, start=1)}
     trace = [_entry(primaries, i, stage, position.get(i), None) for i, stage in enumerate(stages)]
     return [sels[i] for i in returned], trace
@@ -352,7 +350,7 @@ class EvidencePostProcessor:
         keys = cands.keys
         first, more = _first_and_more(order, keys)
         heads = list(first.values())
-        stages, _ = _cap_and_return_n(heads, cands, self.return_n, self.max_chunks_per_document, to_the_end=True)
+        stages, _ = _cap_and_return_n(heads, cands, self.return_n, self.max_chunks_per_document)
         position = {i: pos for pos, i in enumerate(returned, start=1)}
         fates: dict[int, tuple[Stage, int | None, str | None]] = {}
         for head, stage in zip(heads, stages, strict=True):
