@@ -41,13 +41,13 @@ def fast_constructor(cls: type[T]) -> Callable[..., T]:
         raise TypeError(f"{cls.__name__} has a __post_init__ or no slots: use its own constructor")
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     slots = tuple(vars(cls)["__slots__"])
-    if cls.__bases__ != (object,) or sorted(slots) != sorted(names):
-        raise TypeError(f"{cls.__name__}: slots other than its fields, or a base class: use its own constructor")
+    if cls.__bases__ != (object,) or sorted(slots) != sorted(names) or {"obj", "new", "twin", "cls"} & set(names):
+        raise TypeError(f"{cls.__name__}: a base class, slots not its fields, or a field named obj/new/twin/cls")
     twin = type(f"_{cls.__name__}Twin", (), {"__slots__": slots})
-    namespace: dict[str, Any] = {"new": object.__new__, "twin": twin, "cls": cls, "set_class": object.__setattr__}
+    namespace: dict[str, Any] = {"new": object.__new__, "twin": twin, "cls": cls}
     lines = [f"def make({', '.join(names)}):", "    obj = new(twin)"]
     lines += [f"    obj.{n} = {n}" for n in names]
-    lines += ["    set_class(obj, '__class__', cls)", "    return obj"]
+    lines += ["    obj.__class__ = cls", "    return obj"]
     exec("\n".join(lines), namespace)
     maker: Callable[..., T] = namespace["make"]
     maker.__name__ = maker.__qualname__ = f"new_{cls.__name__}"
