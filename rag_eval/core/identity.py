@@ -20,6 +20,9 @@ one lookup, which is all the rank fallback promises.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
+
 CHUNK_SEPARATOR = "#chunk-"
 VECTOR_PREFIX = "vector:"
 RANK_PREFIX = "rank:"
@@ -43,6 +46,36 @@ def key_of(doc_id: str | None, chunk_index: int | None, vector_id: str | None, o
     if original_rank < 1:
         raise ValueError(f"original_rank is 1-based, got {original_rank}")
     return f"{RANK_PREFIX}{original_rank}"
+
+
+class Identified(Protocol):
+    """What D1 reads of a hit."""
+
+    @property
+    def doc_id(self) -> str | None: ...
+    @property
+    def chunk_index(self) -> int | None: ...
+    @property
+    def vector_id(self) -> str | None: ...
+
+
+def keys_of(hits: Iterable[Identified]) -> tuple[str, ...]:
+    """The evidence keys of hits in the order returned (ranks from 1): :func:`key_of` of each,
+    written out in one comprehension (a call per hit cost a third of the keys' time).
+
+    >>> from types import SimpleNamespace as H
+    >>> keys_of([H(doc_id="d", chunk_index=0, vector_id="7"), H(doc_id="d", chunk_index=None, vector_id="8"),
+    ...          H(doc_id="", chunk_index=1, vector_id=None)])
+    ('d#chunk-0', 'vector:8', 'rank:3')
+    """
+    return tuple(
+        [
+            f"{d}{CHUNK_SEPARATOR}{c}"
+            if (d := h.doc_id) and (c := h.chunk_index) is not None
+            else (f"{VECTOR_PREFIX}{v}" if (v := h.vector_id) else f"{RANK_PREFIX}{r}")
+            for r, h in enumerate(hits, start=1)
+        ]
+    )
 
 
 def key_kind(key: str) -> str:

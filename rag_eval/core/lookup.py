@@ -79,12 +79,14 @@ class Pipeline:
     config: RagConfig
     postprocess: PostProcessor | None = None
     # the components, chosen once (building them per lookup cost more than a small post-process)
-    _components: tuple[PostProcessor, EvidencePacker | LegacyPacker, RagResultProjector] = field(
+    _components: tuple[PostProcessor, EvidencePacker | LegacyPacker, RagResultProjector, int] = field(
         init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_components", (self._postprocessor(), self._packer(), self._projector()))
+        object.__setattr__(
+            self, "_components", (self._postprocessor(), self._packer(), self._projector(), self.config.retrieve_k)
+        )
 
     @property
     def postprocessor(self) -> PostProcessor:
@@ -135,8 +137,8 @@ class Pipeline:
         so hits retrieved once at a larger width can be shared between configs."""
         clock = time.perf_counter_ns
         t0 = clock()
-        postprocessor, packer, projector = self._components
-        candidates = Candidates.from_hits(hits[: self.config.retrieve_k])
+        postprocessor, packer, projector, retrieve_k = self._components
+        candidates = Candidates.from_hits(hits if len(hits) <= retrieve_k else hits[:retrieve_k])
         outcome = postprocessor(candidates)
         result = _ASSEMBLER.assemble(hints, packer.pack(outcome.selected), outcome)
         t1 = clock()

@@ -144,16 +144,18 @@ class RagResultProjector:
                 _drop(block, Budget.BLOCKS, full, 0, cuts, losses, set())
                 continue
             kept = full
-            lost: set[str] = set()  # members of this block already reported lost (by either budget)
-            if kept > max_excerpt:
-                _drop(block, Budget.EXCERPT_CHARS, kept, max_excerpt, cuts, losses, lost)
-                kept = max_excerpt
-            remaining = max(max_total - total, 0)
-            if kept > remaining:
-                _drop(block, Budget.TOTAL_CHARS, kept, remaining, cuts, losses, lost)
-                kept = remaining
-            if kept == 0:
-                continue
+            remaining = max_total - total
+            if kept > max_excerpt or kept > remaining or not kept:  # cut, or nothing to deliver (rare)
+                lost: set[str] = set()  # members of this block already reported lost (by either budget)
+                if kept > max_excerpt:
+                    _drop(block, Budget.EXCERPT_CHARS, kept, max_excerpt, cuts, losses, lost)
+                    kept = max_excerpt
+                remaining = max(remaining, 0)
+                if kept > remaining:
+                    _drop(block, Budget.TOTAL_CHARS, kept, remaining, cuts, losses, lost)
+                    kept = remaining
+                if kept == 0:
+                    continue
             total += kept
             members = block.members
             delivered: tuple[str, ...]
@@ -166,7 +168,7 @@ class RagResultProjector:
                     doc_id,
                     block.source,
                     block.title,
-                    content[:kept],
+                    content[:kept] if kept < full else content,
                     block.score,
                     len(excerpts) + 1,
                     kept < full,  # truncated

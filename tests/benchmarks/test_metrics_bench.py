@@ -4,10 +4,15 @@
 ``summarize`` computes every measure of the summary (standard measures at chunk and document level,
 duplicates, caps, same-document recall, losses, latency); pytrec_eval computes the chunk-level standard
 measures only, from dictionaries built beforehand (not timed); ``standard_measures`` computes those same
-measures (P, R, nDCG, Success at 1, 3, 5, 10 and RR, chunk level) from the same rows.
+measures (P, R, nDCG, Success at 1, 3, 5, 10 and RR, chunk level) from the same rows. The ratios are
+taken from paired rounds of the three (:func:`test_metrics_paired_rounds`).
 """
 
 from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -40,7 +45,8 @@ def test_metrics_standard_measures(benchmark, results: Results, per_query: pa.Ta
     assert len(frame) == per_query.num_rows and "chunk:nDCG@10" in frame.columns
 
 
-def test_metrics_pytrec_eval(benchmark, results: Results, per_query: pa.Table) -> None:  # type: ignore[no-untyped-def]
+def _pytrec_eval(per_query: pa.Table) -> Callable[[], dict[str, dict[str, float]]]:
+    """pytrec_eval's chunk-level standard measures of the rows, from dictionaries built here (not timed)."""
     pytrec_eval = pytest.importorskip("pytrec_eval")
     columns = per_query.select(["query_id", "relevant_chunks", "relevant_grades", "member_chunks"]).to_pydict()
     qrels = {
@@ -59,6 +65,39 @@ def test_metrics_pytrec_eval(benchmark, results: Results, per_query: pa.Table) -
     def evaluate() -> dict[str, dict[str, float]]:
         return pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)  # type: ignore[no-any-return]
 
-    scores = benchmark.pedantic(evaluate, rounds=3, iterations=1)
+    return evaluate
+
+
+def test_metrics_pytrec_eval(benchmark, results: Results, per_query: pa.Table) -> None:  # type: ignore[no-untyped-def]
+    scores = benchmark.pedantic(_pytrec_eval(per_query), rounds=3, iterations=1)
     results.record("metrics[pytrec_eval]", benchmark)
     assert len(scores) == per_query.num_rows
+
+
+def test_metrics_paired_rounds(benchmark, results: Results, per_query: pa.Table, pytestconfig: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    """The ratios to pytrec_eval from paired rounds: ``summarize``, ``standard_measures`` and pytrec_eval one
+    after the other, five times, so that a change of the machine's load during the session (other work on
+    the cores) moves the three alike; the medians of wall time and of this process's CPU time (all threads).
+    (pytest-benchmark times the five rounds as one, so that ``--benchmark-only`` runs it.)"""
+    evaluate = _pytrec_eval(per_query)
+    calls: dict[str, Callable[[], object]] = {
+        "summarize": lambda: summarize(per_query, configs=CONFIGS, cutoffs=CUTOFFS),
+        "standard": lambda: standard_measures(per_query, CUTOFFS),
+        "pytrec_eval": evaluate,
+    }
+    walls: dict[str, list[float]] = {name: [] for name in calls}
+    cpus: dict[str, list[float]] = {name: [] for name in calls}
+
+    def paired() -> None:
+        for _ in range(5 if timed(pytestconfig) else 1):
+            for name, call in calls.items():
+                wall, cpu = time.perf_counter(), time.process_time()
+                call()
+                walls[name].append(time.perf_counter() - wall)
+                cpus[name].append(time.process_time() - cpu)
+
+    benchmark.pedantic(paired, rounds=1, iterations=1)
+    for name in calls:
+        results.medians[f"paired[{name}]"] = statistics.median(walls[name])
+        results.medians[f"paired-cpu[{name}]"] = statistics.median(cpus[name])
+    assert all(len(v) for v in walls.values())

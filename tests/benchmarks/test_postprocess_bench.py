@@ -14,7 +14,7 @@ import pytest
 from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import Pipeline
 from rag_eval.core.transform import KnowledgeQueryTransformer
-from rag_eval.core.types import KnowledgeSearchRequest
+from rag_eval.core.types import KnowledgeSearchRequest, to_candidates
 from tests.benchmarks import synthetic
 from tests.benchmarks.conftest import K_SWEEP, Collection, Results, queries_cycle
 
@@ -29,6 +29,17 @@ def test_postprocess(benchmark, results: Results, k: int, n: int) -> None:  # ty
     record = benchmark(pipeline.process, HINTS, hits)
     results.record(f"postprocess[evidence-k{k}-n{n}]", benchmark)
     assert len(record.payload.excerpts) <= n and len(record.hits) == k
+
+
+@pytest.mark.parametrize("k", [20, 10_000], ids=["k20", "k10000"])
+def test_sort_of_the_same_pairs(benchmark, results: Results, k: int) -> None:  # type: ignore[no-untyped-def]
+    """What post-processing is measured against: CPython's ``sorted()`` of the same hits' (score,
+    evidence key) pairs, in the port's order (the cost of one sort, with nothing made)."""
+    hits = synthetic.hits(k)
+    pairs = [(h.score, c.key) for h, c in zip(hits, to_candidates(hits), strict=True)]
+    ordered = benchmark(sorted, pairs)
+    results.record(f"sort[k{k}]", benchmark)
+    assert len(ordered) == k
 
 
 @pytest.mark.parametrize("pipeline", ["legacy-merge", "legacy-first"])

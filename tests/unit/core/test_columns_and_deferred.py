@@ -129,3 +129,21 @@ def test_a_lookup_record_builds_candidates_and_the_trace_only_when_read() -> Non
     assert made == 5  # the primaries of the returned blocks, no more
     assert record.hits == tuple(hits[:30]) and record.candidates == to_candidates(hits[:30])
     assert len(record.outcome.trace) == 30 and record.outcome.stage_counts()["returned"] == 5
+
+
+def test_a_fast_constructor_refuses_a_base_class_and_a_field_named_as_its_own_names() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Named:
+        obj: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Base):
+        b: int
+
+    for cls in (Named, Derived):
+        with pytest.raises(TypeError, match="base class"):
+            fast_constructor(cls)
