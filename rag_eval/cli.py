@@ -105,7 +105,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def _cmd_embed(args: argparse.Namespace) -> int:
     from rag_eval import jobs
     from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
-    from rag_eval.embed.embedders import DEFAULT_MODEL
+    from rag_eval.embed.embedders import DEFAULT_MODEL, EmbedderSpec
     from rag_eval.reports.console import print_embedded
 
     progress = _progress(args)
@@ -114,8 +114,7 @@ def _cmd_embed(args: argparse.Namespace) -> int:
             args.dataset,
             chunker=args.chunker or DEFAULT_CHUNKER_SPEC,
             split=args.split or "test",
-            model=args.model or DEFAULT_MODEL,
-            normalize=True,
+            spec=EmbedderSpec(model=args.model or DEFAULT_MODEL, normalize=True),
             cache_dir=Path(args.cache_dir),
             progress=progress,
         )

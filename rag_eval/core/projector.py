@@ -137,22 +137,22 @@ class RagResultProjector:
             full = len(content)
             doc_id = block.key
             if doc_id in seen:
-                _drop(block, Budget.DUPLICATE_DOCUMENT_ID, full, 0, cuts, losses, set())
+                _drop(block, Budget.DUPLICATE_DOCUMENT_ID, full, 0, (cuts, losses, set()))
                 continue
             seen.add(doc_id)
             if len(excerpts) >= max_blocks:
-                _drop(block, Budget.BLOCKS, full, 0, cuts, losses, set())
+                _drop(block, Budget.BLOCKS, full, 0, (cuts, losses, set()))
                 continue
             kept = full
             remaining = max_total - total
             if kept > max_excerpt or kept > remaining or not kept:  # cut, or nothing to deliver (rare)
                 lost: set[str] = set()  # members of this block already reported lost (by either budget)
                 if kept > max_excerpt:
-                    _drop(block, Budget.EXCERPT_CHARS, kept, max_excerpt, cuts, losses, lost)
+                    _drop(block, Budget.EXCERPT_CHARS, kept, max_excerpt, (cuts, losses, lost))
                     kept = max_excerpt
                 remaining = max(remaining, 0)
                 if kept > remaining:
-                    _drop(block, Budget.TOTAL_CHARS, kept, remaining, cuts, losses, lost)
+                    _drop(block, Budget.TOTAL_CHARS, kept, remaining, (cuts, losses, lost))
                     kept = remaining
                 if kept == 0:
                     continue
@@ -187,11 +187,11 @@ def _drop(
     budget: Budget,
     before: int,
     limit: int,
-    cuts: list[BudgetCut],
-    losses: list[MemberLoss],
-    lost: set[str],
+    into: tuple[list[BudgetCut], list[MemberLoss], set[str]],
 ) -> None:
-    """Record a cut of ``block`` to ``limit`` characters, and the members it reaches (each once per block)."""
+    """Record a cut of ``block`` to ``limit`` characters, and the members it reaches (each once per block):
+    ``into`` is (the cuts, the member losses, the members already lost of this block)."""
+    cuts, losses, lost = into
     cuts.append(BudgetCut(document_id=block.key, budget=budget, chars_before=before, chars_after=limit))
     for m in block.members:
         if m.end > limit and m.key not in lost:

@@ -83,18 +83,22 @@ def plan_rows(corpus: ChunkedCorpus, profile: IngestProfile) -> list[IngestRow]:
     return rows + copies
 
 
-def collection_manifest(
-    exp: Experiment,
-    dataset: Dataset,
-    corpus: ChunkedCorpus,
-    model_id: str,
-    n_rows: int,
-    *,
-    dim: int | None = None,
-    vector_files: Sequence[tuple[str, str]] = (),
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestSource:
+    """What a collection is built from: the data set, its chunks, and the rows the ingest plan writes."""
+
+    dataset: Dataset
+    corpus: ChunkedCorpus
+    rows: Sequence[IngestRow]
+
+
+def collection_manifest(exp: Experiment, source: IngestSource, resolver: VectorResolver) -> dict[str, Any]:
     """What a collection was built from; a collection is reused only when all of it matches (a changed
     vector file or dimension rebuilds it rather than leaving a poisoned collection in place)."""
+    dataset, corpus, n_rows, model_id, dim = (
+        source.dataset, source.corpus, len(source.rows), resolver.model_id, resolver.dim
+    )
+    vector_files = [(f.path.name, f.checksum) for f in resolver.precomputed]
     return {
         "manifest_version": MANIFEST_VERSION,
         "dataset": dataset.name,
@@ -153,11 +157,13 @@ def _build(
     store: MilvusStore,
     exp: Experiment,
     rows: Sequence[IngestRow],
-    by_key: Mapping[str, Any],
-    dim: int,
+    vectors: tuple[Mapping[str, Any], int],
     manifest: dict[str, Any],
     progress: ProgressFactory,
 ) -> None:
+    """Create the collection and write ``rows`` with their chunks' ``vectors`` (by chunk key, and their
+    dimension)."""
+    by_key, dim = vectors
     try:
         store.create(dim=dim, index=exp.index, manifest=manifest, full_text=needs_full_text(exp))
     except UnsupportedFeatureError as exc:
@@ -194,9 +200,7 @@ def _no_progress(label: str, total: int) -> Callable[[int], None]:
 
 def ensure_collection(
     exp: Experiment,
-    dataset: Dataset,
-    corpus: ChunkedCorpus,
-    rows: Sequence[IngestRow],
+    source: IngestSource,
     resolver: VectorResolver,
     *,
     progress: ProgressFactory = _no_progress,
@@ -204,15 +208,8 @@ def ensure_collection(
 ) -> IngestResult:
     """Create and fill the collection unless a matching one is already complete."""
     t0 = time.perf_counter()
-    manifest = collection_manifest(
-        exp,
-        dataset,
-        corpus,
-        resolver.model_id,
-        len(rows),
-        dim=resolver.dim,
-        vector_files=[(f.path.name, f.checksum) for f in resolver.precomputed],
-    )
+    corpus, rows = source.corpus, source.rows
+    manifest = collection_manifest(exp, source, resolver)
     target = exp.target.named(collection_name(exp, manifest))
     with MilvusStore(target) as store:
         reason = "forced rebuild" if force else "new collection"
@@ -233,7 +230,7 @@ def ensure_collection(
         vectors = resolver.resolve(texts, progress=progress("embedding chunks", len(resolver.missing(texts))))
         by_key = {c.key: v for c, v in zip(corpus.chunks, vectors, strict=True)}
         try:
-            _build(store, exp, rows, by_key, int(vectors.shape[1]), manifest, progress)
+            _build(store, exp, rows, (by_key, int(vectors.shape[1])), manifest, progress)
         except BaseException:
             # never leave a half-built collection (no index, missing rows) that a later run could reuse
             with contextlib.suppress(Exception):

@@ -7,7 +7,7 @@ from pathlib import Path
 from rag_eval.core.errors import ConfigError, ConfigProblem
 from rag_eval.embed.embedders import EmbedderSpec
 from rag_eval.experiment import Experiment
-from rag_eval.ingest.collection import IngestResult, ensure_collection
+from rag_eval.ingest.collection import IngestResult, IngestSource, ensure_collection
 from rag_eval.replay.prepare import Progress, prepare
 from rag_eval.replay.vectors import write_vectors
 
@@ -20,9 +20,8 @@ def ingest(exp: Experiment, *, force: bool = False, progress: Progress | None = 
         raise ConfigError([ConfigProblem("collection", why)])
     prog = progress or Progress(quiet=True)
     prep = prepare(exp)
-    return ensure_collection(
-        exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=prog.factory, force=force
-    )
+    source = IngestSource(dataset=prep.dataset, corpus=prep.corpus, rows=prep.rows)
+    return ensure_collection(exp, source, prep.resolver, progress=prog.factory, force=force)
 
 
 def embed_dataset(
@@ -30,15 +29,14 @@ def embed_dataset(
     *,
     chunker: str,
     split: str,
-    model: str,
-    normalize: bool,
+    spec: EmbedderSpec,
     cache_dir: Path,
     progress: Progress | None = None,
 ) -> tuple[Path, Path, int, list[Path]]:
     """Write the data set's precomputed vectors (chunks of ``chunker``, and the queries); a file whose
     content would not change is left as it is. Returns both paths, the texts embedded, the files written."""
     vectors = write_vectors(
-        Path(dataset_path), chunker=chunker, split=split, spec=EmbedderSpec(model=model, normalize=normalize),
+        Path(dataset_path), chunker=chunker, split=split, spec=spec,
         cache_dir=cache_dir, progress=progress or Progress(quiet=True),
     )  # fmt: skip
     return vectors.chunks, vectors.queries, vectors.embedded, list(vectors.written)

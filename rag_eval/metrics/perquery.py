@@ -153,7 +153,7 @@ def standard_measures(batches: pa.Table | Iterable[pa.Table | pa.RecordBatch], c
         judged = table.column("judged").to_numpy(zero_copy_only=False).astype(bool)
         (members, relevant), vocab = coded(table, ["member_chunks", "relevant_chunks"])
         grades = int_values(table, "relevant_grades")
-        return pd.DataFrame(_standard("chunk", members, relevant, grades, len(vocab), judged, cutoffs, n))
+        return pd.DataFrame(_standard("chunk", (members, relevant, grades), len(vocab), judged, cutoffs, n))
 
     return pd.concat([frame for _, frame in ordered_map(measure, _in_batches(batches))], ignore_index=True)
 
@@ -181,11 +181,11 @@ def _compute(
         "judged": judged,
     }
     chunk_grades = int_values(table, "relevant_grades")
-    frame.update(_standard("chunk", members, relevant, chunk_grades, len(chunk_vocab), judged, cutoffs, n))
+    frame.update(_standard("chunk", (members, relevant, chunk_grades), len(chunk_vocab), judged, cutoffs, n))
     member_docs = Flat(members.row, doc_code[members.code]).where(doc_code[members.code] >= 0)
     has_docs = per_row(relevant_docs.row, n) > 0
     doc_grades = int_values(table, "relevant_doc_grades")
-    frame.update(_standard("doc", member_docs, relevant_docs, doc_grades, len(doc_vocab), has_docs, cutoffs, n))
+    frame.update(_standard("doc", (member_docs, relevant_docs, doc_grades), len(doc_vocab), has_docs, cutoffs, n))
 
     pairs = _same_doc_pairs(relevant, delivered, len(chunk_vocab), doc_code, doc_vocab, cap_aware)
     frame.update(_pair_means(pairs, n))
@@ -198,7 +198,7 @@ def _compute(
     first_sha = first_position(shas)
     sha_seen = first_sha != np.arange(len(shas))
     content_dup = np.flatnonzero(new_key & sha_seen)
-    breakdown = _breakdown(content_dup, first_sha[content_dup], keys, members, stored_docs, key_vocab, stored_vocab)
+    breakdown = _breakdown(content_dup, first_sha[content_dup], keys, members, stored_docs, (key_vocab, stored_vocab))
     raw_new_key = first_in_row(hit_keys)
     frame.update(
         members=per_row(keys.row, n),
@@ -258,17 +258,11 @@ def _discounts(max_rank: int) -> Array:
 
 
 def _standard(
-    level: str,
-    ranking: Flat,
-    qrels: Flat,
-    grades: Array,
-    width: int,
-    scored: Array,
-    cutoffs: Sequence[int],
-    n: int,
+    level: str, judged: tuple[Flat, Flat, Array], width: int, scored: Array, cutoffs: Sequence[int], n: int
 ) -> dict[str, Array]:
     """P, R, nDCG, Success at each cutoff and RR, over each row's ranking (first occurrences, in
-    order) against its qrels; NaN where the row is not ``scored``."""
+    order) against its qrels and their grades (``judged``); NaN where the row is not ``scored``."""
+    ranking, qrels, grades = judged
     ranked = ranking.where(first_in_row(ranking))
     rank = rank_in_row(ranked.row, n)
     last = last_in_row(qrels)  # a qrel given twice: the last grade counts, as in a dict
@@ -371,16 +365,12 @@ KIND_LABELS = np.array(["chunk", "vector", "rank"], dtype=object)
 
 
 def _breakdown(
-    dup: Array,
-    first: Array,
-    keys: Flat,
-    chunks: Flat,
-    docs: Flat,
-    key_vocab: pa.Array,
-    doc_vocab: pa.Array,
+    dup: Array, first: Array, keys: Flat, chunks: Flat, docs: Flat, vocabs: tuple[pa.Array, pa.Array]
 ) -> pd.DataFrame:
     """For the content duplicates at positions ``dup`` (``first``: the first chunk with that content):
-    the cause (the same true chunk, or another), the D1 kind of the key and the identity of the row."""
+    the cause (the same true chunk, or another), the D1 kind of the key and the identity of the row
+    (``vocabs``: the keys' and the stored doc ids' vocabularies)."""
+    key_vocab, doc_vocab = vocabs
     same_chunk = chunks.code[dup] == chunks.code[first]
     kind = np.where(_np(pc.starts_with(key_vocab, VECTOR_PREFIX)), 1, 0)  # key_kind, on the vocabulary
     kind = np.where(_np(pc.starts_with(key_vocab, RANK_PREFIX)), 2, kind)[keys.code[dup]]

@@ -24,7 +24,7 @@ from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, Sear
 from rag_eval.experiment import ConfigSpec
 from rag_eval.experiment.latency import TimingPlan
 from rag_eval.rundir.directory import RunStore
-from rag_eval.rundir.rows import Truth, build_row
+from rag_eval.rundir.rows import RowTiming, Truth, build_row
 
 Tick = Callable[[str, int], None]
 # (config, query index, query id, record, search µs, post-process + projection thread CPU µs)
@@ -257,8 +257,8 @@ class Replayer:
         order = {spec.name: i for i, spec in enumerate(self.configs)}
         ordered = sorted(looked, key=lambda lk: (order[lk[0]], lk[1]))
         return [
-            build_row(query_id=qid, query_index=index, config=name, record=record, truth=self.truth, search_us=us,
-                      cpu_us=cpu_us)
+            build_row(query_id=qid, query_index=index, config=name, record=record, truth=self.truth,
+                      timing=RowTiming(search_us=us, cpu_us=cpu_us))
             for name, index, qid, record, us, cpu_us in ordered
         ]  # fmt: skip
 

@@ -23,7 +23,7 @@ from rag_eval.embed.precomputed import query_vector_file
 from rag_eval.embed.store import EmbeddingCache, VectorFile
 from rag_eval.existing.preflight import Existing, resolve_existing
 from rag_eval.experiment import Experiment
-from rag_eval.ingest.collection import IngestResult, IngestRow, ensure_collection, plan_rows
+from rag_eval.ingest.collection import IngestResult, IngestRow, IngestSource, ensure_collection, plan_rows
 
 REGENERATE_HINT = "run `make embeddings` (or `rag-eval embed DATASET`) to rebuild them"
 
@@ -173,7 +173,8 @@ def ingest_collection(exp: Experiment, prep: Prepared, progress: Progress) -> In
         ingested = prep.existing.as_ingested()
         progress.log(f"collection {ingested.collection}: {ingested.reason} ({ingested.rows:,} rows)")
         return ingested
-    ingested = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver, progress=progress.factory)
+    source = IngestSource(dataset=prep.dataset, corpus=prep.corpus, rows=prep.rows)
+    ingested = ensure_collection(exp, source, prep.resolver, progress=progress.factory)
     progress.log(
         f"collection {ingested.collection}: {'reused' if ingested.reused else 'built'} "
         f"({ingested.reason}; {ingested.rows} rows, {ingested.embedded} texts embedded, {ingested.seconds:.1f} s)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 
@@ -135,19 +135,20 @@ class Truth:
         return chunk
 
 
+class RowTiming(NamedTuple):
+    """What a lookup's record does not carry of its timing: the search as timed for it, and the thread's CPU
+    time of post-process and projection (NaN when it was not measured)."""
+
+    search_us: float
+    cpu_us: float = float("nan")
+
+
 def build_row(
-    *,
-    query_id: str,
-    query_index: int,
-    config: str,
-    record: LookupRecord,
-    truth: Truth,
-    search_us: float,
-    cpu_us: float = float("nan"),
+    *, query_id: str, query_index: int, config: str, record: LookupRecord, truth: Truth, timing: RowTiming
 ) -> dict[str, Any]:
     """The per-query row of one lookup (:data:`SCHEMA`): what was returned and delivered, the true chunk
-    behind every key, the labels, the relevant chunks lost and at which stage, the counts and the timings
-    (``cpu_us``: the thread's CPU time of post-process and projection, when it was measured)."""
+    behind every key, the labels, the relevant chunks lost and at which stage, the counts and the timings."""
+    search_us, cpu_us = timing
     payload = record.payload
     hit_keys, hits = record.candidates.keys, record.candidates.hits  # columns: no candidate objects needed
     hit_chunks = [truth.chunk_of(h.vector_id) for h in hits]

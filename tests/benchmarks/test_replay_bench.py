@@ -21,7 +21,7 @@ import pytest
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from rag_eval.experiment.latency import LatencyMode, TimingPlan
-from rag_eval.ingest.collection import ensure_collection
+from rag_eval.ingest.collection import IngestSource, ensure_collection
 from rag_eval.replay.batches import Replayer, batches, long_lived_frozen
 from rag_eval.replay.prepare import prepare
 from rag_eval.rundir.directory import RunStore
@@ -51,7 +51,8 @@ def _setup(uri: str, tmp: Path, collection: str | None) -> Setup:
     evidence = next(c for c in exp.configs if c.name == "evidence")
     exp = replace(exp, configs=(evidence,), baseline="evidence", cache_dir=tmp / "cache")
     prep = prepare(exp)
-    ingested = ensure_collection(exp, prep.dataset, prep.corpus, prep.rows, prep.resolver)
+    source = IngestSource(dataset=prep.dataset, corpus=prep.corpus, rows=prep.rows)
+    ingested = ensure_collection(exp, source, prep.resolver)
     transformer = KnowledgeQueryTransformer()
     queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
     texts = [transformer.transform(t).normalized_query for _, t in queries]

@@ -23,7 +23,7 @@ from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.datasets.chunking import Chunk
 from rag_eval.ingest.collection import IngestRow
-from rag_eval.rundir.rows import Truth, build_row, rows_to_table
+from rag_eval.rundir.rows import RowTiming, Truth, build_row, rows_to_table
 
 HINTS = KnowledgeQueryTransformer().transform("why is the replica behind")
 
@@ -84,7 +84,9 @@ def replay_row(
     """The per-query row of one query under one config; ``extra_rows`` are stored but not hit."""
     truth = truth_for([row for row, _ in hits] + list(extra_rows), relevance, query_id)
     record = replay_record(config, hits)
-    return build_row(query_id=query_id, query_index=0, config=name, record=record, truth=truth, search_us=10.0)
+    return build_row(
+        query_id=query_id, query_index=0, config=name, record=record, truth=truth, timing=RowTiming(search_us=10.0)
+    )
 
 
 def as_table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rag_eval.core.errors import (
@@ -53,6 +54,17 @@ from rag_eval.search.milvus.schema import (
 
 BatchEncoder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 _GroupKey = tuple[SearchMode, int, str | None, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Request:
+    """What every search call of one group of requests shares, whatever its width: the mode, the filter
+    (expression and template values) and the group size."""
+
+    mode: SearchMode
+    expr: str
+    params: dict[str, str] | None
+    group_size: int
 
 
 class MilvusSearch(PortBase):
@@ -192,7 +204,8 @@ class MilvusSearch(PortBase):
         expr, params = self._filter(category)
         exact = mode is SearchMode.DENSE
         width, reach = first_widths(top_k) if exact else (top_k, top_k)
-        raws = self._raw_search(mode, vectors, queries, width, expr, params, group_size, reach)
+        how = _Request(mode=mode, expr=expr, params=params, group_size=group_size)
+        raws = self._raw_search(how, vectors, queries, width, reach)
         hits = [self._ordered(raw, mode, category) for raw in raws]
         tied = list(range(len(queries)))
         while exact and width < MAX_TOPK:
@@ -201,9 +214,7 @@ class MilvusSearch(PortBase):
             if not tied:
                 break
             width = reach if width < reach else min(width * 2, MAX_TOPK)
-            raws = self._raw_search(
-                mode, [vectors[i] for i in tied], [queries[i] for i in tied], width, expr, params, group_size, width
-            )
+            raws = self._raw_search(how, [vectors[i] for i in tied], [queries[i] for i in tied], width, width)
             for i, raw in zip(tied, raws, strict=True):
                 hits[i] = self._ordered(raw, mode, category)
         out = []
@@ -214,18 +225,11 @@ class MilvusSearch(PortBase):
         return out
 
     def _raw_search(
-        self,
-        mode: SearchMode,
-        vectors: list[list[float]],
-        queries: list[str],
-        limit: int,
-        expr: str,
-        params: dict[str, str] | None,
-        group_size: int,
-        reach: int,
+        self, how: _Request, vectors: list[list[float]], queries: list[str], limit: int, reach: int
     ) -> Any:
         """One search call of ``limit`` hits a query; the index's search parameters are those of a search of
         ``reach`` hits (HNSW's ``ef``), so that a page of ``limit`` is a prefix of the page of ``reach``."""
+        mode, expr, params, group_size = how.mode, how.expr, how.params, how.group_size
         if mode is SearchMode.HYBRID:
             return self._hybrid_search(vectors, queries, limit, expr, params)
         extra: dict[str, Any] = {"filter_params": params} if params else {}

@@ -13,6 +13,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.core.errors import ConfigError
+from rag_eval.embed.embedders import EmbedderSpec
 from rag_eval.experiment import Overrides, default_experiment, load_experiment, with_overrides
 from tests.conftest import SHIPPED
 
@@ -75,8 +76,7 @@ def test_embedding_again_leaves_unchanged_files_byte_identical(tmp_path: Path) -
         ds,
         chunker="sentences:size=3,overlap=0",
         split="test",
-        model="sentence-transformers/all-MiniLM-L6-v2",
-        normalize=True,
+        spec=EmbedderSpec(model="sentence-transformers/all-MiniLM-L6-v2", normalize=True),
         cache_dir=tmp_path / "cache",
     )
     assert embedded == 0 and written == []

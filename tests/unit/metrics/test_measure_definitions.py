@@ -13,7 +13,7 @@ import pytest
 
 from rag_eval.core.config import RagConfig
 from rag_eval.metrics.measures import summarize
-from rag_eval.rundir.rows import build_row, content_sha
+from rag_eval.rundir.rows import RowTiming, build_row, content_sha
 from tests.unit.frames import per_query_frame
 
 from ..rowkit import as_table, replay_record, replay_row, stored, truth_for
@@ -150,7 +150,12 @@ def test_an_unknown_chunk_is_a_non_relevant_chunk_and_no_document() -> None:
     relevance = {"d#chunk-1": 2}
     record = replay_record(RagConfig(), [(unknown, 0.9), (d1, 0.8), (e0, 0.7)])
     row = build_row(
-        query_id="q", query_index=0, config="c", record=record, truth=truth_for([d1, e0], relevance), search_us=1.0
+        query_id="q",
+        query_index=0,
+        config="c",
+        record=record,
+        truth=truth_for([d1, e0], relevance),
+        timing=RowTiming(search_us=1.0),
     )
     assert row["member_chunks"] == ["unknown:99", "d#chunk-1", "e#chunk-0"]
     c = summary([row])

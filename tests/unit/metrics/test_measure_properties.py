@@ -18,7 +18,7 @@ from rag_eval.datasets.chunking import Chunk
 from rag_eval.experiment.whatif import ContentDedupPostProcessor
 from rag_eval.ingest.collection import IngestRow
 from rag_eval.metrics.measures import summarize
-from rag_eval.rundir.rows import Truth, build_row
+from rag_eval.rundir.rows import RowTiming, Truth, build_row
 from tests.budget import examples
 
 HINTS = KnowledgeQueryTransformer().transform("q")
@@ -97,7 +97,9 @@ def test_measures_are_bounded_and_counts_add_up(lookup: tuple, named: tuple, che
     config = RagConfig.from_mapping(values)
     what_if = ContentDedupPostProcessor(config.return_n, config.max_chunks_per_document) if kind == "what-if" else None
     record = Pipeline(config, what_if).process(HINTS, hits)
-    row = build_row(query_id="q", query_index=0, config="c", record=record, truth=truth, search_us=1.0)
+    row = build_row(
+        query_id="q", query_index=0, config="c", record=record, truth=truth, timing=RowTiming(search_us=1.0)
+    )
 
     # counts add up
     assert sorted(row["delivered_relevant"] + row["lost_chunks"]) == sorted(row["relevant_chunks"])

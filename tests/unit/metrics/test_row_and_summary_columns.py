@@ -16,7 +16,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import Pipeline, StageTimings
 from rag_eval.core.types import KnowledgeSearchHit
 from rag_eval.metrics.measures import COPY, SAME_TEXT, doc_of, summarize, summary_frame
-from rag_eval.rundir.rows import SCHEMA, build_row, rows_to_table
+from rag_eval.rundir.rows import SCHEMA, RowTiming, build_row, rows_to_table
 
 from ..rowkit import HINTS, as_hit, as_table, replay_record, stored, truth_for
 
@@ -41,7 +41,9 @@ def worked_row(
     record = replace(Pipeline(CONFIG).process(HINTS, hits), timings=timings)
     labels = {"d#chunk-1": 1, "e#chunk-0": 2}
     truth = truth_for([D0, D1, E0_DOCLESS], labels, query_id if labelled else "someone else")
-    return build_row(query_id=query_id, query_index=7, config="c", record=record, truth=truth, search_us=search_us)
+    return build_row(
+        query_id=query_id, query_index=7, config="c", record=record, truth=truth, timing=RowTiming(search_us=search_us)
+    )
 
 
 def test_every_column_of_a_row() -> None:
@@ -116,7 +118,11 @@ def _table() -> list[dict]:  # type: ignore[type-arg]
     rows = [worked_row("q1", 10.0), worked_row("q2", 30.0, slow, labelled=False)]
     record = replay_record(legacy, [(D0, 0.9), (D1, 0.8)])
     truth = truth_for([D0, D1], {"d#chunk-1": 1}, "q1")
-    rows.append(build_row(query_id="q1", query_index=0, config="old", record=record, truth=truth, search_us=5.0))
+    rows.append(
+        build_row(
+            query_id="q1", query_index=0, config="old", record=record, truth=truth, timing=RowTiming(search_us=5.0)
+        )
+    )
     return rows
 
 
@@ -185,7 +191,9 @@ def test_cap_violations_are_counted_all_and_listed_up_to_fifty() -> None:
     record = replay_record(legacy, [(D0, 0.9), (D1, 0.8)])
     truth = truth_for([D0, D1], {})
     rows = [
-        build_row(query_id=f"q{i}", query_index=i, config="old", record=record, truth=truth, search_us=1.0)
+        build_row(
+            query_id=f"q{i}", query_index=i, config="old", record=record, truth=truth, timing=RowTiming(search_us=1.0)
+        )
         for i in range(51)
     ]
     summary, _ = summarize(as_table(rows), configs=CONFIGS[1:2], cutoffs=[1])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.postprocess import Stage
-from rag_eval.rundir.rows import Truth, build_row
+from rag_eval.rundir.rows import RowTiming, Truth, build_row
 
 from ..rowkit import replay_record, replay_row, stored
 
@@ -110,6 +110,8 @@ def test_a_chunk_no_row_holds_is_lost_to_the_collection_and_every_later_chunk_is
     truth = Truth(chunks={"1": "d#chunk-0", "2": "e#chunk-0"}, relevance={"q": relevance},
                   doc_relevance={"q": {"a": 1, "d": 1, "z": 1}}, lost=frozenset({"a#chunk-0"}))  # fmt: skip
     record = replay_record(EVIDENCE, [(d0, 0.9), (e0, 0.8)])
-    row = build_row(query_id="q", query_index=0, config="c", record=record, truth=truth, search_us=10.0)
+    row = build_row(
+        query_id="q", query_index=0, config="c", record=record, truth=truth, timing=RowTiming(search_us=10.0)
+    )
     assert losses(row) == {"a#chunk-0": "not_in_collection", "z#chunk-9": "not_retrieved"}
     assert row["lost_chunks"] == ["a#chunk-0", "z#chunk-9"] and row["delivered_relevant"] == ["d#chunk-0"]
