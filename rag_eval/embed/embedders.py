@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from rag_eval.core.errors import EmbedderUnavailableError, EmbeddingMismatchError
-from rag_eval.embed.store import EmbeddingCache, VectorFile, text_sha256
+from rag_eval.embed.vector_files import EmbeddingCache, VectorFile, text_sha256
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_DIM = 384

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import DatasetError
-from rag_eval.embed.store import VectorFile, text_sha256
+from rag_eval.embed.vector_files import VectorFile, text_sha256
 
 SHOWN = 5  # ids named when queries have no vector
 

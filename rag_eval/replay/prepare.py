@@ -20,7 +20,7 @@ from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import ChunkedCorpus, ChunkQrels, chunk_dataset, chunk_qrels
 from rag_eval.embed.embedders import VectorResolver
 from rag_eval.embed.precomputed import query_vector_file
-from rag_eval.embed.store import EmbeddingCache, VectorFile
+from rag_eval.embed.vector_files import EmbeddingCache, VectorFile
 from rag_eval.existing.preflight import Existing, resolve_existing
 from rag_eval.experiment import Experiment
 from rag_eval.ingest.collection import IngestResult, IngestRow, IngestSource, ensure_collection, plan_rows

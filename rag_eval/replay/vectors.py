@@ -16,7 +16,7 @@ from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import chunk_dataset
 from rag_eval.embed.embedders import EmbedderSpec, VectorResolver
-from rag_eval.embed.store import EmbeddingCache, VectorFile, holds_vectors
+from rag_eval.embed.vector_files import EmbeddingCache, VectorFile, holds_vectors
 from rag_eval.replay.prepare import Progress, normalized_queries, vector_files
 
 

@@ -215,7 +215,7 @@ def write_dataset(root: Path, n_queries: int, *, n_docs: int = 2000, seed: int =
     from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC, parse_chunker
     from rag_eval.datasets.labels import chunk_dataset
     from rag_eval.embed.embedders import DEFAULT_MODEL, EmbedderSpec
-    from rag_eval.embed.store import VectorFile
+    from rag_eval.embed.vector_files import VectorFile
 
     rng = np.random.default_rng(seed)
     (root / "qrels").mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import pytest
 from rag_eval.cli import main
 from rag_eval.datasets.beir import load_beir
 from rag_eval.embed.embedders import EmbedderSpec, SentenceTransformerEmbedder
-from rag_eval.embed.store import EmbeddingCache
+from rag_eval.embed.vector_files import EmbeddingCache
 from rag_eval.replay.prepare import normalized_queries
 from tests.conftest import ROOT, SHIPPED
 from tests.integration import infinity_server

@@ -170,7 +170,7 @@ def test_shipped_vectors_match_their_chunks_and_queries() -> None:
     from rag_eval.datasets.beir import load_beir
     from rag_eval.datasets.labels import chunk_dataset
     from rag_eval.embed.embedders import EmbedderSpec
-    from rag_eval.embed.store import VectorFile
+    from rag_eval.embed.vector_files import VectorFile
     from rag_eval.replay.prepare import normalized_queries, vector_files
 
     dataset = load_beir(KB, "test")

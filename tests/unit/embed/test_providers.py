@@ -19,7 +19,7 @@ from rag_eval.embed.embedders import VectorResolver
 from rag_eval.embed.fit import FitResult, sample_rows, self_retrieved
 from rag_eval.embed.precomputed import query_vector_file
 from rag_eval.embed.providers import EmbedSettings, NamedEmbedder, api_key
-from rag_eval.embed.store import EmbeddingCache, text_sha256
+from rag_eval.embed.vector_files import EmbeddingCache, text_sha256
 from rag_eval.experiment import experiment_from_table
 
 KB = Path(__file__).resolve().parents[3] / "datasets" / "incident-kb"

@@ -10,7 +10,7 @@ import pytest
 
 from rag_eval.core.errors import EmbedderUnavailableError, EmbeddingMismatchError
 from rag_eval.embed.embedders import VectorResolver
-from rag_eval.embed.store import EmbeddingCache, VectorFile
+from rag_eval.embed.vector_files import EmbeddingCache, VectorFile
 
 
 class CountingEmbedder:

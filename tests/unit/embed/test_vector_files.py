@@ -15,7 +15,7 @@ import pytest
 
 from rag_eval.core.errors import EmbeddingMismatchError
 from rag_eval.embed.embedders import DEFAULT_MODEL, EmbedderSpec, VectorResolver
-from rag_eval.embed.store import VectorFile
+from rag_eval.embed.vector_files import VectorFile
 from rag_eval.files import write_parquet
 from tests.conftest import SHIPPED
 
@@ -40,7 +40,7 @@ def test_nan_vectors_are_refused_naming_file_and_row(tmp_path: Path) -> None:
     table = pq.read_table(good)
     matrix = np.ones((3, 384), np.float32)
     matrix[1, 7] = np.nan
-    from rag_eval.embed.store import _table
+    from rag_eval.embed.vector_files import _table
 
     pq.write_table(_table(table.column("text_sha256").to_pylist(), matrix, {"model_id": MODEL}), good)
     with pytest.raises(EmbeddingMismatchError, match="row 2"):
@@ -120,7 +120,7 @@ def test_cut_vector_files_are_refused_and_changed_files_rebuild_the_collection(t
         texts_meta = dict(vf.metadata)
         table = pq.read_table(f)
         matrix = np.stack([vf.vectors[h] for h in table.column("text_sha256").to_pylist()])[:, :128]
-        from rag_eval.embed.store import _table
+        from rag_eval.embed.vector_files import _table
 
         texts_meta["dim"] = "128"
         write_parquet(f, _table(table.column("text_sha256").to_pylist(), matrix, texts_meta))
