@@ -263,6 +263,12 @@ def _pairing_notes(
     how the runs differ and what they were compared on."""
     if against is None:
         return []
+    if not set(run.query_ids) & set(against.query_ids):
+        raise RunDirectoryError(
+            f"no shared queries: none of {run.label}'s {len(run.query_ids)} queries is among {against.label}'s "
+            f"{len(against.query_ids)}; compare runs over the same queries",
+            path=against.label,
+        )
     data_diff, setting_diff = differences(run, against)
     mismatch = data_diff + ([f"query sets: {len(only_run)} only in {run.label}, {len(only_against)} only in "
                              f"{against.label}"] if only_run or only_against else [])  # fmt: skip

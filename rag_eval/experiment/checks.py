@@ -227,6 +227,15 @@ def _configs(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
             yield ConfigProblem(keys.of("configs"), too_long)
     for dup in sorted({n for n in names if names.count(n) > 1}):
         yield ConfigProblem(keys.of("configs"), f"config name {quoted(dup)} is given more than once")
+    folded: dict[str, list[str]] = {}
+    for name in dict.fromkeys(names):  # a config's files are named after it: one file on a case-blind disk
+        folded.setdefault(name.casefold(), []).append(name)
+    for same in (group for group in folded.values() if len(group) > 1):
+        shown = " and ".join(quoted(n) for n in same)
+        yield ConfigProblem(
+            keys.of("configs"), f"config names {shown} differ only by case: their files would collide on a "
+            "case-insensitive file system; rename one",
+        )  # fmt: skip
     if exp.configs and exp.baseline not in names:
         yield ConfigProblem(keys.of("baseline"), f"{quoted(exp.baseline)} is not a config name ({', '.join(names)})")
     yield from _cap_problems(exp.configs, exp.production_cap)

@@ -71,7 +71,12 @@ class RunStore:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def check_target(self) -> None:
-        """Refuse a run directory that is a file, before anything runs."""
+        """Refuse a run directory that is a file, or a symbolic link to nothing, before anything runs."""
+        if self.dir.is_symlink() and not self.dir.exists():
+            raise ConfigError([ConfigProblem(
+                "--out", f"{self.dir} is a symbolic link to {os.readlink(self.dir)}, which does not exist: "
+                "give a directory, or create the one it names",
+            )])  # fmt: skip
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError([ConfigProblem("--out", f"{self.dir} is a file, not a run directory")])
 

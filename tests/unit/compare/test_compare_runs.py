@@ -325,3 +325,34 @@ def test_each_configs_verdict_in_words_comes_first(tmp_path: Path, capsys: pytes
     summary = (tmp_path / "run" / "summary.md").read_text().splitlines()
     first = next(line for line in summary[1:] if line.strip())
     assert first.startswith("- **cand vs base: ") and clause in first
+
+
+def test_runs_that_share_no_query_are_bad_input_not_a_new_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rag_eval import cli
+    from tests.unit.runs import config, make_run, pair_rows
+
+    configs = [config("base"), config("cand")]
+    make_run(pair_rows(10, "base") + pair_rows(10, "cand"), configs, baseline="base", directory=tmp_path / "a")
+    make_run(pair_rows(10, "base", offset=100) + pair_rows(10, "cand", offset=100), configs, baseline="base",
+             directory=tmp_path / "b")  # fmt: skip
+    for extra in (["--intersection"], []):
+        code = cli.main(["compare", str(tmp_path / "a"), "--against", str(tmp_path / "b"), "-q", *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "no shared queries" in err[0], (extra, err)
+    assert not (tmp_path / "a" / "compare-vs-b.json").exists()
+
+
+def test_an_out_that_is_a_link_to_nothing_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rag_eval import cli
+    from tests.unit.runs import config, make_run, pair_rows
+
+    make_run(pair_rows(10, "base") + pair_rows(10, "cand"), [config("base"), config("cand")], baseline="base",
+             directory=tmp_path / "run")  # fmt: skip
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone")
+    assert cli.main(["compare", str(tmp_path / "run"), "--out", str(link), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "symbolic link" in err[0] and "--out" in err[0]
+    assert link.is_symlink() and not (tmp_path / "gone").exists()

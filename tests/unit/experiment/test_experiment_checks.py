@@ -91,3 +91,15 @@ def test_an_experiment_built_in_code_is_checked_by_the_same_function() -> None:
         "must be > 0 and <= 3600 seconds, got 0 @ milvus.timeout",
         "must be >= 1 @ timing.batch_size",
     }
+
+
+def test_config_names_that_differ_only_by_case_are_refused() -> None:
+    spec = with_overrides(load_experiment(EXPERIMENTS / "default.toml")).configs[2]
+    upper = replace(spec, name="Evidence")
+    message = from_flags(configs=[spec, upper])
+    assert "config names 'evidence' and 'Evidence' differ only by case" in message and "@ --config" in message
+    table = tomllib.loads((EXPERIMENTS / "default.toml").read_text())
+    table["configs"].append({**table["configs"][2], "name": "EVIDENCE"})
+    with pytest.raises(ConfigError, match=r"'evidence' and 'EVIDENCE' differ only by case.* @ configs"):
+        experiment_from_table(table, base=EXPERIMENTS, source="exp.toml")
+    assert with_overrides(load_experiment(EXPERIMENTS / "default.toml"), Overrides(configs=[spec])).configs == (spec,)
