@@ -37,6 +37,7 @@ from rag_eval.files import write_json
 from rag_eval.ingest.collection import IngestResult
 from rag_eval.search.milvus.existing import CollectionInfo, ForeignCollection
 from rag_eval.search.milvus.fields import FieldMap, FieldMapError, parse_field_map
+from rag_eval.search.milvus.lite import read_only_problem
 from rag_eval.search.milvus.schema import SearchTarget
 from rag_eval.search.milvus.search import MilvusSearch
 
@@ -98,9 +99,8 @@ def open_existing(exp: Experiment, *, load: bool) -> ForeignCollection:
     """The experiment's collection, opened to be read; a missing or unloaded one is the user's to fix."""
     spec = exp.existing
     assert spec is not None
-    if not exp.target.is_server and not Path(exp.target.uri).exists():  # opening it would create one
-        raise ConfigError([ConfigProblem("milvus.uri", f"no Milvus Lite database at {exp.target.uri}: a collection "
-                                         "built elsewhere is read, never created (build it first)")])  # fmt: skip
+    if not exp.target.is_server and (why := read_only_problem(exp.target.uri)):  # opening it would create one
+        raise ConfigError([ConfigProblem("milvus.uri", f"{exp.target.uri} {why}")])
     try:
         return ForeignCollection(exp.target, load=load)
     except CollectionNotFoundError as exc:

@@ -9,11 +9,9 @@ to be read: their load state never outlives the process).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rag_eval.core.errors import CollectionNotFoundError, CollectionNotLoadedError, ConfigError, ConfigProblem
 from rag_eval.search.milvus.existing import ForeignCollection, collections_at
-from rag_eval.search.milvus.lite import lite_path_problem
+from rag_eval.search.milvus.lite import read_only_problem
 from rag_eval.search.milvus.schema import SearchTarget, uri_problem
 from rag_eval.search.milvus.suggest import Inspected, suggest
 
@@ -31,11 +29,8 @@ def inspect(uri: str, collection: str | None, *, load: bool, rows: int, token_en
     if not 0 <= rows <= MAX_ROWS:
         raise _refuse("--rows", f"must be from 0 to {MAX_ROWS}, got {rows}")
     base = SearchTarget(uri=uri, index=None, token_env=token_env)
-    if not base.is_server:
-        if not Path(uri).exists():
-            raise _refuse("URI", f"no Milvus Lite database at {uri} (inspect reads; it never creates one)")
-        if why := lite_path_problem(uri):
-            raise _refuse("URI", why)
+    if not base.is_server and (why := read_only_problem(uri)):
+        raise _refuse("URI", f"{uri} {why}")
     backend, names = collections_at(base)
     if collection is None:
         return Inspected(target=base, backend=backend, collections=tuple(names))

@@ -62,6 +62,18 @@ def lite_path_problem(uri: str) -> str | None:
     return f"is {kind}, not a Milvus Lite database: {_ADVICE}"
 
 
+def read_only_problem(uri: str) -> str | None:
+    """What is wrong with ``uri`` as a Milvus Lite database that is only read (``inspect``, a collection built
+    elsewhere), or None: it must be there already, since opening a path that holds none creates one."""
+    path = lite_path(uri)
+    if not path.exists() and not path.is_symlink():
+        return "holds no Milvus Lite database: it is read, never created (build the collection first)"
+    if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+        return "is an empty directory, not a Milvus Lite database: it is read, never created (build the collection " \
+            "first)"
+    return lite_path_problem(uri)
+
+
 def _directory_problem(path: Path) -> str | None:
     try:
         names = sorted(os.listdir(path))
