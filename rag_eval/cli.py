@@ -192,7 +192,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     from rag_eval.compare.history import accept
     from rag_eval.reports.console import print_accepted
 
-    print_accepted(args.run_dir, accept(args.run_dir, root=args.accepted_dir))
+    print_accepted(args.run_dir, accept(args.run_dir, root=args.accepted_dir, force=args.force))
     return EXIT_OK
 
 

@@ -117,6 +117,7 @@ def compare_flags(p: argparse.ArgumentParser) -> None:
 def accept_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
     _accepted_flag(p)
+    p.add_argument("--force", action="store_true", help="accept a run whose gates failed (refused without it)")
 
 
 def history_flags(p: argparse.ArgumentParser) -> None:

@@ -31,12 +31,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.compare.runs import ComparedRun
-from rag_eval.core.errors import ConfigError, ConfigProblem, RunDirectoryError, RunStoreError, quoted
+from rag_eval.core.errors import ConfigError, ConfigProblem, ReportInputError, RunDirectoryError, RunStoreError, quoted
 from rag_eval.files import write_json, write_parquet
 from rag_eval.metrics.measures import summary_frame
 from rag_eval.rundir.directory import MARKER, recorded_digests
 from rag_eval.rundir.folders import ACCEPTED, HISTORY
-from rag_eval.rundir.reader import COMPARE, LOAD, PER_QUERY, RUN_FILES, read_json
+from rag_eval.rundir.reader import COMPARE, LOAD, PER_QUERY, RUN_FILES, check_compare, read_json
 
 ACCEPTED_FILE = "accepted.json"
 PROVENANCE_COLUMNS = (
@@ -154,10 +154,13 @@ def accepted_dir(root: str | Path, experiment: str) -> Path:
     return Path(root) / slug
 
 
-def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED) -> Path:
+def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED, force: bool = False) -> Path:
     """Copy a run (per-query table, summary, manifest, report) to its experiment's accepted folder,
-    replacing the previous baseline in one rename. Returns the folder."""
+    replacing the previous baseline in one rename. Returns the folder. A run whose own verdict failed a gate
+    is refused, naming the gates, unless ``force``: accepting it would make the regression the baseline."""
     run = ComparedRun.from_dir(run_dir)
+    if not force:
+        _refuse_failed(Path(run_dir))
     target = accepted_dir(root, run.experiment)
     source = Path(run_dir).resolve()
     if target.resolve() == source:
@@ -195,6 +198,23 @@ def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise RunStoreError(f"cannot write the accepted baseline: {exc.strerror}", path=str(target)) from exc
     return target
+
+
+def _refuse_failed(run_dir: Path) -> None:
+    """Refuse a run whose ``compare.json`` (its own verdict) exited 1: a fail gate fired."""
+    if not (run_dir / COMPARE).is_file():
+        return
+    document = check_compare(read_json(run_dir / COMPARE, error=ReportInputError), str(run_dir / COMPARE))
+    if document.get("exit_code") != 1:
+        return
+    failed = [f"{c['candidate']}: {g.get('spec') or g.get('id')}" for c in document["comparisons"]
+              for g in c["gates"] if g.get("outcome") == "fail"]  # fmt: skip
+    shown = "; ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    raise RunDirectoryError(
+        f"failed its gates ({shown}): accepting it would make the regression the baseline; fix it, or give "
+        "--force to accept it anyway",
+        path=str(run_dir),
+    )
 
 
 def accepted_info(directory: str | Path) -> Mapping[str, Any] | None:

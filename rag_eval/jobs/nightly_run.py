@@ -59,6 +59,6 @@ def nightly(
     )
     result = run_experiment(exp, out, how, judged)
     if first:
-        accept(out, root=places.accepted_root)
+        accept(out, root=places.accepted_root, force=True)  # the first night is the baseline, whatever it found
     append_history(ComparedRun.from_dir(out), exit_code=result.exit_code, path=places.history)
     return NightResult(dir=out, accepted=accepted, first=first, run=result)

@@ -356,3 +356,18 @@ def test_an_out_that_is_a_link_to_nothing_is_bad_input(tmp_path: Path, capsys: p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "symbolic link" in err[0] and "--out" in err[0]
     assert link.is_symlink() and not (tmp_path / "gone").exists()
+
+
+def test_a_run_that_failed_its_gates_is_accepted_only_with_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = two_configs(tmp_path / "failed")
+    failed = jobs.compare_runs(run.dir or "")  # the strict default gates: the recall drop fails
+    assert failed.exit_code == 1
+    accepted = tmp_path / "acc"
+    assert main(["accept", str(run.dir), "--accepted-dir", str(accepted)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "failed its gates (cand: fail same_doc_multi_chunk_recall drop <= 0.02" in err[0], err
+    assert "--force" in err[0] and not accepted.exists()
+    assert main(["accept", str(run.dir), "--accepted-dir", str(accepted), "--force"]) == 0
+    assert ComparedRun.from_dir(accepted_dir(accepted, run.experiment)).query_ids == run.query_ids
