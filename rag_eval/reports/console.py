@@ -28,6 +28,7 @@ from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.ingest.collection import IngestResult
 from rag_eval.metrics.registry import IDENTITY_TABLE, READING_ORDER
 from rag_eval.reports.display import flatten_config, fmt, measure
+from rag_eval.reports.existing import drift_text
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
 from rag_eval.reports.verdict_words import verdict_sentence
@@ -156,6 +157,9 @@ def print_run(
         table.add_row(escape(label), *(escape(v) for v in values))
     console = Console(width=max(100, 40 + 22 * len(summary["configs"])))
     console.print(table)
+    moved = drift_text(summary.get("resolution") or {})
+    if moved is not None:  # a collection built elsewhere, ingested again since its labels were resolved
+        console.print(f"labels moved since the previous resolution (a re-ingest): {escape(moved)}", soft_wrap=True)
     if gates is not None:
         print_gates(gates, console=console)
     console.print(f"report: {escape(str(out / 'report.md'))}")

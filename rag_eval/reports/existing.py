@@ -84,6 +84,20 @@ HOW_LABELS = {
 }
 
 
+def drift_text(report: Mapping[str, Any]) -> str | None:
+    """How the labels moved since the collection's previous resolution (a re-ingest), or None.
+
+    >>> drift_text({"label_drift": {"added": 3, "removed": 1, "queries_changed": 2, "labels_before": 40,
+    ...                             "labels_after": 42}})
+    '3 added, 1 removed; 2 queries changed (40 -> 42 labels)'
+    """
+    drift = report.get("label_drift")
+    if not drift:
+        return None
+    return (f"{drift['added']:,} added, {drift['removed']:,} removed; {drift['queries_changed']:,} queries changed "
+            f"({drift['labels_before']:,} -> {drift['labels_after']:,} labels)")  # fmt: skip
+
+
 def resolution_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The resolution report as (label in words, value) rows, for report.md and report.html."""
     rows_read = int(report.get("rows", 0))
@@ -118,11 +132,9 @@ def resolution_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         out.append(("the embedder's self-retrieval (sampled rows among their own first hits; refused under)",
                     f"{fit['rows_found_themselves']:,} of {fit['rows_sampled']:,} in the first {fit['k']} "
                     f"({fit['self_retrieval_rate']:.0%}; {fit['fit_min']:.0%}) with {fit['model_id']}"))  # fmt: skip
-    drift = report.get("label_drift")
-    if drift:
-        out.append(("labels moved since the previous resolution (a re-ingest)",
-                    f"{drift['added']:,} added, {drift['removed']:,} removed; {drift['queries_changed']:,} queries "
-                    f"changed ({drift['labels_before']:,} -> {drift['labels_after']:,} labels)"))  # fmt: skip
+    moved = drift_text(report)
+    if moved is not None:
+        out.append(("labels moved since the previous resolution (a re-ingest)", moved))
     elif report.get("from_cache"):
         out.append(("labels", "read back: the collection is unchanged since they were resolved"))
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +102,22 @@ def test_the_console_and_the_reports_format_alike_but_for_blanks_and_separators(
     assert (fmt(chars, 12345.0), fmt(chars, 12345.0, grouping=False)) == ("12,345", "12345")
     assert (fmt(share, None), fmt(share, None, none="-"), fmt(share, float("nan"), none="-")) == ("–", "-", "-")
     assert (fmt(us, 999.4), fmt(us, 1000.0), fmt(us, 25_500.0)) == ("999 µs", "1.00 ms", "25.50 ms")
+
+
+def test_the_console_says_when_the_labels_moved_after_a_re_ingest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rag_eval.reports.console import print_run
+
+    summary = {**_summary(legacy=BASE), "queries": 40, "label_level": "span"}
+    drift = {"added": 3, "removed": 1, "queries_changed": 2, "labels_before": 40, "labels_after": 42}
+    print_run({**summary, "resolution": {"label_drift": drift}}, experiment="e", baseline="legacy", gates=None,
+              out=tmp_path)  # fmt: skip
+    moved = [line for line in capsys.readouterr().out.splitlines() if "labels moved" in line]
+    assert moved == [
+        "labels moved since the previous resolution (a re-ingest): 3 added, 1 removed; 2 queries changed (40 -> 42 "
+        "labels)"
+    ]
+    for quiet in ({}, {"resolution": {"label_drift": None, "from_cache": True}}):
+        print_run({**summary, **quiet}, experiment="e", baseline="legacy", gates=None, out=tmp_path)
+        assert "labels moved" not in capsys.readouterr().out
