@@ -88,6 +88,18 @@ def read_history(path: str | Path = HISTORY) -> pd.DataFrame:
         raise RunDirectoryError(f"cannot read the history (not a Parquet table?): {exc}", path=str(p)) from exc
 
 
+def check_history(path: str | Path) -> None:
+    """Refuse, before a night runs, a history it could not append to: not a file, or not a history table
+    (exit 2 naming it). A missing one is fine: the first night starts it."""
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        raise RunDirectoryError("is not a file: give the history's Parquet file (or a new path)", path=str(p))
+    frame = read_history(p)
+    missing = [c for c in ("config",) if not frame.empty and c not in frame.columns]
+    if missing:
+        raise RunDirectoryError(f"is not a nightly history (no {missing[0]!r} column)", path=str(p))
+
+
 def append_history(run: ComparedRun, *, exit_code: int | None, path: str | Path = HISTORY) -> pd.DataFrame:
     """Append ``run``'s rows to the history file (written atomically); returns the new rows."""
     rows = history_rows(run, exit_code=exit_code)

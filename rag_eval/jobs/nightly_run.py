@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_eval.compare.gates import GateSet
-from rag_eval.compare.history import accept, accepted_dir, append_history, is_accepted, night_notes
+from rag_eval.compare.history import accept, accepted_dir, append_history, check_history, is_accepted, night_notes
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.experiment import Experiment
 from rag_eval.jobs.compare import Judging
@@ -51,6 +51,7 @@ def nightly(
     """One night: run ``exp`` into ``ROOT/<UTC date>/``, pair it with the accepted baseline (the first
     night accepts itself and says so), apply the gates, append to the history."""
     places = places or NightFolders()
+    check_history(places.history)  # a night that could not be recorded is refused before its first query
     out = folders.night_dir(places.root, when)
     accepted = accepted_dir(places.accepted_root, exp.name)
     first = not is_accepted(accepted)

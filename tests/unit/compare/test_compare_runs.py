@@ -21,6 +21,7 @@ from rag_eval.core.errors import RunDirectoryError
 from rag_eval.files import json_safe
 from rag_eval.reports.artifacts import comparison_files
 from rag_eval.rundir.publish import write_set
+from tests.conftest import ROOT
 from tests.unit.runs import config, make_run, pair_rows, row
 
 GATES = load_gates("nightly")
@@ -371,3 +372,27 @@ def test_a_run_that_failed_its_gates_is_accepted_only_with_force(
     assert "--force" in err[0] and not accepted.exists()
     assert main(["accept", str(run.dir), "--accepted-dir", str(accepted), "--force"]) == 0
     assert ComparedRun.from_dir(accepted_dir(accepted, run.experiment)).query_ids == run.query_ids
+
+
+@pytest.mark.parametrize("kind", ["not parquet", "a directory", "another table"])
+def test_a_nightly_with_a_history_it_cannot_append_to_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    history = tmp_path / "history.parquet"
+    if kind == "not parquet":
+        history.write_bytes(b"PAR1 not really")
+    elif kind == "a directory":
+        history.mkdir()
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"night": ["2026-12-01"]}), history)
+    before = history.read_bytes() if history.is_file() else None
+    experiment = ROOT / "datasets" / "incident-kb" / "experiments" / "nightly.toml"
+    code = main(["nightly", str(experiment), "--root", str(tmp_path / "nights"), "--history", str(history),
+                 "--accepted-dir", str(tmp_path / "acc"), "--milvus-uri", str(tmp_path / "kb.db"), "-q"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and str(history) in err[0], err
+    assert not (tmp_path / "nights").exists() and not (tmp_path / "acc").exists() and not (tmp_path / "kb.db").exists()
+    assert (history.read_bytes() if history.is_file() else None) == before
