@@ -17,6 +17,7 @@ the corpus; the order and the tie rules: docs/existing-collection.md, "How the l
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +29,8 @@ from rag_eval.experiment.model import DEFAULT_FUZZY_THRESHOLD
 
 __all__ = ["DEFAULT_FUZZY_THRESHOLD", "Folded", "How", "Location", "StoredRow", "fold", "locate_rows", "occurrences"]
 
+SEGMENT_EDGES = frozenset("|]>:-—–#(")  # the characters that end a title or source line, or start a trailer
+ADDED_TEXT_RATIO = 70.0  # what a row has beyond a passage of its document reads like the text beside it: noise
 FUZZY_CANDIDATES = 3  # documents aligned per row when it is searched across the corpus
 MAX_OCCURRENCES = 10_000  # occurrences of one text in one document looked at
 _SEP = "\x00"  # between documents in the corpus-wide index: no row's text spans two documents
@@ -69,9 +72,10 @@ class Folded:
     ('a bss c', (0, 8))
     """
 
-    __slots__ = ("_index", "text")
+    __slots__ = ("_index", "stored", "text")
 
     def __init__(self, text: str) -> None:
+        self.stored = text
         folded = text.casefold()
         if len(folded) == len(text):  # no character folds into several: one index per character, runs in C
             parts, index = self._runs(folded)
@@ -225,22 +229,139 @@ def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> M
     found = occurrences(folded.text, needle)
     if found:
         return Match(doc_id, [folded.original(s, s + len(needle)) for s in found], How.NORMALISED)
-    return _fuzzy(folded, doc_id, needle, threshold)
+    return _fuzzy(folded, doc_id, text, threshold)
 
 
-def _fuzzy(folded: Folded, doc_id: str, needle: str, threshold: float) -> Match | None:
+def _forms(text: str) -> list[str]:
+    """A row's text as stored, then composed (NFC) and compatibility-composed (NFKC) where those differ: an
+    ingest that normalised Unicode stored another form of the document's characters. None when blank.
+
+    >>> [len(t) for t in _forms("cafe\u0301")], _forms("  ")
+    ([5, 4], [])
+    """
+    if not text.strip():
+        return []
+    return list(dict.fromkeys((text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFKC", text))))
+
+
+def _fuzzy(folded: Folded, doc_id: str, text: str, threshold: float) -> Match | None:
+    """The row ``text`` in one document, folded: a passage with added text, exactly, else the best fuzzy
+    alignment at or above ``threshold``."""
     from rapidfuzz.fuzz import partial_ratio_alignment
 
     if not folded.text:
         return None
+    needle = fold(text)
+    added = _without_added_text(folded.text, Folded(text), 0)  # a passage with a title or source line: exact
+    if added is not None:
+        start, end = added
+        return Match(doc_id, [folded.original(start, end)], How.FUZZY, round(100.0 * (end - start) / len(needle), 2))
     got = partial_ratio_alignment(needle, folded.text, score_cutoff=threshold)
     if got is None:
         return None
-    # the alignment names the shorter text as its source: the document's range is whichever side it is
-    start, end = (got.dest_start, got.dest_end) if len(needle) <= len(folded.text) else (got.src_start, got.src_end)
+    # the alignment's source is the row, its destination the document, whichever is the longer
+    start, end = got.dest_start, got.dest_end
     if end <= start:
         return None
     return Match(doc_id, [folded.original(start, end)], How.FUZZY, float(got.score))
+
+
+def _without_added_text(text: str, row: Folded, near: int) -> tuple[int, int] | None:
+    """Where a row that is a passage of ``text`` with text added before or after it (a title or source line
+    an ingest stored with the chunk) sits exactly: the longest end of the row that occurs in ``text``, when
+    it is at least half the row (the occurrence nearest ``near``), and what was cut is a line or segment of
+    its own in the row as stored (a line break, or a separator such as ``|`` or ``]``, between it and the
+    passage) that does not read like the document beside it; None otherwise (a row with noise in it: the
+    fuzzy alignment's window stands). ``text`` and ``row`` are folded.
+
+    >>> doc = "Intro. Restart the SQL thread, then check the lag. Done."
+    >>> doc = fold(doc)
+    >>> start, end = _without_added_text(doc, Folded("Runbook 7 | Restart the SQL thread, then check the lag."), 0)
+    >>> doc[start:end]
+    'restart the sql thread, then check the lag.'
+    >>> _without_added_text(doc, Folded("Restart the SQL thraed, then check the lag."), 0) is None
+    True
+    """
+    from rapidfuzz.fuzz import ratio
+
+    needle = row.text
+    best: tuple[int, str, bool] | None = None  # (characters cut, the part that occurs, cut from the head)
+    for head in (True, False):
+        cut = _shortest_cut(text, needle, head=head)
+        if cut is not None and (best is None or cut[0] < best[0]):
+            best = (*cut, head)
+    if best is None:
+        return None
+    k, part, head = best
+    k, part = _at_a_word_edge(needle, k, head=head)  # what the added text shares with the document's next word
+    places = occurrences(text, part)
+    at = min(places, key=lambda p: abs(p - near)) if places else text.find(part)
+    start, end = at, at + len(part)
+    removed = needle[:k] if head else needle[len(needle) - k :]
+    beside = text[max(0, start - k) : start] if head else text[end : end + k]
+    if ratio(removed, beside) >= ADDED_TEXT_RATIO or not _a_segment_of_its_own(row, k, head=head):
+        return None  # the row's own text, changed: noise, not added text
+    # the added text may begin (or end) with characters the document has beside the passage: a passage starts
+    # and ends between words, so a part of a word the match reached into is the added text's, not the row's
+    if head and 0 < start < end and text[start - 1].isalnum() and text[start].isalnum():
+        while start < end and text[start].isalnum():
+            start += 1
+    if not head and start < end < len(text) and text[end - 1].isalnum() and text[end].isalnum():
+        while end > start and text[end - 1].isalnum():
+            end -= 1
+    while start < end and text[start] == " ":  # a separator the added text shared with the document
+        start += 1
+    while end > start and text[end - 1] == " ":
+        end -= 1
+    return start, end
+
+
+def _at_a_word_edge(needle: str, k: int, *, head: bool) -> tuple[int, str]:
+    """The cut of ``k`` characters moved to the edge of the word it falls in (more is cut), and what is left.
+
+    >>> _at_a_word_edge("abc tags: x", 5, head=False)
+    (7, 'abc ')
+    """
+    at = k if head else len(needle) - k
+    step = 1 if head else -1
+    while 0 < at < len(needle) and needle[at - 1].isalnum() and needle[at].isalnum():
+        at += step
+    return (at, needle[at:]) if head else (len(needle) - at, needle[:at])
+
+
+def _a_segment_of_its_own(row: Folded, k: int, *, head: bool) -> bool:
+    """True when the first (``head``) or last ``k`` folded characters of the row are a line or segment of their
+    own in the row as stored: a line break, or a separator (``|``, ``]``, ``:``, ``-``, ...) at their edge."""
+    original = row.stored
+    if head:
+        _, cut = row.original(0, k)
+        added = original[:cut]
+        edge = added.rstrip()[-1:]
+        return "\n" in added[-3:] or "\n" in original[cut : cut + 1] or edge in SEGMENT_EDGES
+    size = len(row.text)
+    cut, _ = row.original(size - k, size)
+    added = original[cut:]
+    edge = added.lstrip()[:1]
+    return "\n" in added[:3] or "\n" in original[cut - 1 : cut] or edge in SEGMENT_EDGES
+
+
+def _shortest_cut(text: str, needle: str, *, head: bool) -> tuple[int, str] | None:
+    """The fewest characters cut from the row's head (or tail) that leave a part ``text`` holds, and that
+    part; None past half the row. A part of a part that occurs occurs too, so the fewest is found by halving."""
+
+    def part(k: int) -> str:
+        return needle[k:] if head else needle[: len(needle) - k]
+
+    low, high = 1, len(needle) // 2
+    if high < low or part(high) not in text:
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if part(middle) in text:
+            high = middle
+        else:
+            low = middle + 1
+    return low, part(low)
 
 
 def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
@@ -262,7 +383,7 @@ def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
             return matches
     best: Match | None = None
     for doc_id in corpus.candidates(needle):
-        match = _fuzzy(corpus.folded(doc_id), doc_id, needle, threshold)
+        match = _fuzzy(corpus.folded(doc_id), doc_id, text, threshold)
         if match is not None and (best is None or match.score > best.score):
             best = match
     return [best] if best is not None else []
@@ -299,12 +420,15 @@ def locate_rows(
             assert row.doc_id is not None and row.start is not None and row.end is not None
             found[i] = Match(row.doc_id, [(row.start, row.end)], How.OFFSETS)
             continue
-        match = None
-        if row.text.strip() and row.doc_id is not None and row.doc_id in documents:
-            match = _in_document(corpus, row.doc_id, row.text, fuzzy_threshold)
+        match, matches = None, []
+        for text in _forms(row.text):  # as stored, then in the Unicode forms a document is written in
+            if row.doc_id is not None and row.doc_id in documents:
+                match = _in_document(corpus, row.doc_id, text, fuzzy_threshold)
+            if match is not None or (matches := _across_corpus(corpus, text, fuzzy_threshold)):
+                break
         if match is not None:
             found[i] = match
-        elif row.text.strip() and (matches := _across_corpus(corpus, row.text, fuzzy_threshold)):
+        elif matches:
             elsewhere[i] = matches
         else:
             located[i] = Location(pk=row.pk, stored_doc_id=row.doc_id, doc_id=None, start=-1, end=-1,
