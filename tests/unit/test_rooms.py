@@ -110,9 +110,9 @@ def imports_module(source: str, module: str, exports: Mapping[str, str]) -> bool
     (``M`` = ``P.m``), or ``from P import x`` where the package ``P`` re-exports ``x`` from ``M``."""
     package, _, name = module.rpartition(".")
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            if any(a.name == module or a.name.startswith(f"{module}.") for a in node.names):
-                return True
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if any(n == module or n.startswith(f"{module}.") for n in names):
+            return True
         if isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
             if node.module == module or node.module.startswith(f"{module}."):
                 return True
