@@ -77,7 +77,6 @@ UNCOVERED: frozenset[str] = frozenset(
         "rundir/folders.py",
         "rundir/parts.py",
         "rundir/publish.py",
-        "rundir/reader.py",
         "rundir/texts.py",
     }
 )
