@@ -74,7 +74,6 @@ UNCOVERED: frozenset[str] = frozenset(
         "replay/vectors.py",
         "replay/workers.py",
         "rundir/publish.py",
-        "rundir/texts.py",
     }
 )
 
