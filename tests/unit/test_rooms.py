@@ -69,7 +69,6 @@ UNCOVERED: frozenset[str] = frozenset(
         "ingest/collection.py",
         "replay/documents.py",
         "replay/prepare.py",
-        "replay/provenance.py",
         "replay/step.py",
         "replay/vectors.py",
         "replay/workers.py",
