@@ -67,7 +67,6 @@ UNCOVERED: frozenset[str] = frozenset(
         "experiment/tables.py",
         "experiment/whatif.py",
         "ingest/collection.py",
-        "replay/documents.py",
         "replay/prepare.py",
         "replay/step.py",
         "replay/vectors.py",
