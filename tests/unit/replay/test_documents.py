@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
