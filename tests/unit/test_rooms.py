@@ -57,7 +57,6 @@ COVERED_BY: dict[str, str] = {
 UNCOVERED: frozenset[str] = frozenset(
     {
         "cluster/tasks.py",
-        "compare/units.py",
         "existing/preflight.py",
         "experiment/configs_table.py",
         "experiment/latency.py",
