@@ -58,9 +58,6 @@ UNCOVERED: frozenset[str] = frozenset(
     {
         "cluster/tasks.py",
         "experiment/configs_table.py",
-        "experiment/latency.py",
-        "experiment/load_table.py",
-        "experiment/section.py",
         "experiment/tables.py",
         "experiment/whatif.py",
         "ingest/collection.py",
