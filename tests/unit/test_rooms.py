@@ -58,7 +58,6 @@ UNCOVERED: frozenset[str] = frozenset(
     {
         "cluster/tasks.py",
         "experiment/configs_table.py",
-        "experiment/tables.py",
         "experiment/whatif.py",
         "ingest/collection.py",
         "replay/prepare.py",
