@@ -62,7 +62,6 @@ UNCOVERED: frozenset[str] = frozenset(
         "cluster/tasks.py",
         "replay/step.py",
         "replay/vectors.py",
-        "replay/workers.py",
     }
 )
 
