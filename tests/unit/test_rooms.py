@@ -60,7 +60,6 @@ COVERED_BY: dict[str, str] = {
 UNCOVERED: frozenset[str] = frozenset(
     {
         "replay/step.py",
-        "replay/vectors.py",
     }
 )
 
