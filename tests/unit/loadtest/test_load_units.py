@@ -72,7 +72,7 @@ def test_bad_concurrency_is_refused_naming_the_flag(text: str, message: str) -> 
 )
 def test_bad_load_flags_are_refused_naming_the_flag(flags: dict[str, Any], key: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as err:
-        with_flags(LoadSettings(), known_configs=["a", "b"], **flags)
+        with_flags(LoadSettings(), LoadFlags(**flags), known_configs=["a", "b"])
     assert f"@ {key}" in str(err.value)
 
 
