@@ -16,6 +16,7 @@ whole set in; a failure while staging leaves the previous run's files as they we
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -99,7 +100,8 @@ def write_set(directory: Path, artifacts: Sequence[Artifact], *, what: str, toge
     except OSError as exc:
         if together:
             for path in paths:
-                path.unlink(missing_ok=True)
+                with suppress(OSError):  # a directory in the way: the error to report is the write's
+                    path.unlink(missing_ok=True)
         raise RunStoreError(f"cannot write {what}: {exc.strerror or exc}", path=str(directory)) from exc
     return paths
 

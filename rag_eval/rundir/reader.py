@@ -110,7 +110,7 @@ def check_compare(data: Mapping[str, Any], path: str) -> dict[str, Any]:
     return dict(data)
 
 
-def check_load(doc: Any, path: str) -> dict[str, Any]:
+def check_load(doc: Any, path: str, *, error: type[InputError] = RunDirectoryError) -> dict[str, Any]:
     """The fields of ``load.json`` the gates and reports read, checked; a malformed file is one line naming
     the field.
 
@@ -119,20 +119,20 @@ def check_load(doc: Any, path: str) -> dict[str, Any]:
     rag_eval.core.errors.RunDirectoryError: load.json: results[0]: missing 'concurrency'
     """
     if not isinstance(doc, Mapping):
-        raise RunDirectoryError("expected a JSON object", path=path)
+        raise _fail(error, "expected a JSON object", path)
     if doc.get("schema_version") != LOAD_SCHEMA_VERSION:
-        raise RunDirectoryError(f"unsupported schema version {doc.get('schema_version')!r}", path=path)
+        raise _fail(error, f"unsupported schema version {doc.get('schema_version')!r}", path)
     results = doc.get("results")
     if not isinstance(results, list):
-        raise RunDirectoryError("missing 'results' (a list)", path=path)
+        raise _fail(error, "missing 'results' (a list)", path)
     for i, entry in enumerate(results):
         if not isinstance(entry, Mapping):
-            raise RunDirectoryError(f"results[{i}]: expected an object", path=path)
+            raise _fail(error, f"results[{i}]: expected an object", path)
         for key, kind in (("config", str), ("concurrency", int), ("rounds", list), ("latency_us", Mapping)):
             if key not in entry:
-                raise RunDirectoryError(f"results[{i}]: missing {key!r}", path=path)
+                raise _fail(error, f"results[{i}]: missing {key!r}", path)
             if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
-                raise RunDirectoryError(f"results[{i}].{key}: expected {kind.__name__}", path=path)
+                raise _fail(error, f"results[{i}].{key}: expected {kind.__name__}", path)
     return dict(doc)
 
 
@@ -141,13 +141,7 @@ def read_load(directory: str | Path, *, error: type[InputError] = RunDirectoryEr
     path = Path(directory) / LOAD
     if not path.is_file():
         return None
-    doc = read_json(path, error=error)
-    try:
-        return check_load(doc, str(path))
-    except RunDirectoryError as exc:
-        if error is RunDirectoryError:
-            raise
-        raise ReportInputError(str(exc).split(": ", 1)[-1], path=str(path)) from exc
+    return check_load(read_json(path, error=error), str(path), error=error)
 
 
 def run_started(directory: Path) -> dict[str, Any] | None:
@@ -245,11 +239,12 @@ def read_parquet(
             batch.filter(pc.is_in(batch.column("query_id"), value_set=keep))
             for batch in pq.ParquetFile(path).iter_batches(batch_size=4096, columns=wanted)
         ]
-        table = pa.Table.from_batches(parts) if parts else pq.read_schema(path).empty_table()
+        empty = pq.read_schema(path).empty_table()
+        table = pa.Table.from_batches(parts) if parts else (empty if wanted is None else empty.select(wanted))
         pa.default_memory_pool().release_unused()
         rows: pd.DataFrame = table.to_pandas()
         return rows
     except FileNotFoundError as exc:
         raise ReportInputError("not found: is this a run directory?", path=str(path)) from exc
-    except OSError as exc:  # pyarrow raises OSError (ArrowInvalid) for files that are not Parquet
+    except (OSError, pa.ArrowException) as exc:  # ArrowInvalid (a ValueError) for a file that is not Parquet
         raise ReportInputError(f"cannot read as Parquet: {exc}", path=str(path)) from exc

@@ -67,7 +67,6 @@ def test_a_set_read_as_one_drops_its_last_file_first_and_is_removed_whole_on_a_f
     assert json.loads((tmp_path / "load.json").read_text(encoding="utf-8")) == {"new": True}
 
 
-@pytest.mark.xfail(strict=True, reason="the clean-up unlinks the path that failed; a directory there raises from it")
 def test_a_set_read_as_one_that_fails_on_a_directory_in_its_way_is_still_one_error(tmp_path: Path) -> None:
     (tmp_path / "load_requests.parquet").mkdir()
     with pytest.raises(RunStoreError):

@@ -203,7 +203,6 @@ def test_read_load_names_the_field_of_a_malformed_file_in_either_kind(tmp_path: 
     assert message == f"{path}: not valid JSON (line 1: Expecting property name enclosed in double quotes)"
 
 
-@pytest.mark.xfail(strict=True, reason="read_load cuts the message at the first ': ', which the path may hold")
 def test_read_load_as_a_report_error_keeps_a_path_that_holds_a_colon(tmp_path: Path) -> None:
     directory = tmp_path / "run: 2"
     directory.mkdir()
@@ -331,7 +330,6 @@ def test_read_parquet_keeps_only_the_rows_of_the_queries_asked_in_file_order(tmp
     assert none.to_dict("list") == {"query_id": [], "x": []}
 
 
-@pytest.mark.xfail(strict=True, reason="a file of no rows read with query_ids returns every column, not those asked")
 def test_read_parquet_of_no_rows_keeps_only_the_columns_asked(tmp_path: Path) -> None:
     path = tmp_path / "empty.parquet"
     pq.write_table(pa.table({"query_id": pa.array([], pa.string()), "x": pa.array([], pa.int64())}), path)
@@ -346,9 +344,6 @@ def test_read_parquet_names_a_missing_file(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="pyarrow raises ArrowInvalid (a ValueError, not an OSError) for a file that is no Parquet"
-)
 @pytest.mark.parametrize("content", [b"", b"query_id\nq1\n"])
 def test_read_parquet_names_a_file_that_is_not_parquet(tmp_path: Path, content: bytes) -> None:
     foreign = tmp_path / "spans.parquet"
