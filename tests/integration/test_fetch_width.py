@@ -14,10 +14,10 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from rag_eval.harness.experiment import Experiment, load_experiment, with_overrides
-from rag_eval.harness.rows import LATENCY_COLUMNS
 
 from rag_eval import jobs
+from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
+from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.milvus import search
 from tests.conftest import ROOT, SHIPPED, shared_datasets_dir
 
@@ -62,7 +62,8 @@ def _both_fetches(
 def test_the_default_experiment_gives_the_rows_of_the_former_fetch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exp = with_overrides(load_experiment(SHIPPED / "experiments" / "default.toml"), milvus_uri=str(tmp_path / "m.db"))
+    default = load_experiment(SHIPPED / "experiments" / "default.toml")
+    exp = with_overrides(default, Overrides(milvus_uri=str(tmp_path / "m.db")))
     exp = replace(exp, cache_dir=tmp_path / "cache")
     former, now, limits = _both_fetches(exp, tmp_path, monkeypatch)
     assert len(now) == len(former) > 0
@@ -81,7 +82,7 @@ def test_clapnq_gives_the_rows_of_the_former_fetch(tmp_path: Path, monkeypatch: 
         pytest.skip("shared data set 'clapnq' is not here (set RAG_EVAL_SHARED_DATASETS)")
     pytest.importorskip("sentence_transformers", reason="the embed extra is needed to embed ClapNQ once")
     exp = load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml")
-    exp = with_overrides(exp, dataset=str(base / "clapnq"), milvus_uri=str(tmp_path / "m.db"))
+    exp = with_overrides(exp, Overrides(dataset=str(base / "clapnq"), milvus_uri=str(tmp_path / "m.db")))
     exp = replace(exp, cache_dir=ROOT / "reports" / "cache" / "embeddings")
     former, now, _ = _both_fetches(exp, tmp_path, monkeypatch)
     assert len(now) == len(former) > 0

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-from rag_eval.embed.store import VectorFile
 
 from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import chunk_dataset
+from rag_eval.embed.vector_files import VectorFile
 from rag_eval.replay.prepare import Progress, normalized_queries
 from rag_eval.replay.vectors import write_vectors
 from tests.report_runs import write_dataset
