@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from rag_eval.core.types import SearchMode
 from rag_eval.datasets.beir import Dataset, Document, Query
@@ -13,6 +14,7 @@ from rag_eval.datasets.labels import chunk_dataset
 from rag_eval.experiment import PROFILES, IngestProfile, load_experiment
 from rag_eval.ingest.collection import (
     MANIFEST_VERSION,
+    IngestSource,
     collection_manifest,
     collection_name,
     manifest_hash,
@@ -79,7 +81,10 @@ def test_the_production_profile_takes_its_shares_deterministically() -> None:
 
 def test_what_a_collection_is_built_from_and_its_name() -> None:
     ds = dataset(2)
-    manifest = collection_manifest(EXP, ds, SMALL, "model-x", 6, dim=384, vector_files=[("q.npz", "b"), ("c.npz", "a")])
+    files = [SimpleNamespace(path=Path(name), checksum=sha) for name, sha in (("q.npz", "b"), ("c.npz", "a"))]
+    resolver = SimpleNamespace(model_id="model-x", dim=384, precomputed=files)  # what the manifest reads of it
+    source = IngestSource(dataset=ds, corpus=SMALL, rows=tuple(range(6)))  # type: ignore[arg-type]
+    manifest = collection_manifest(EXP, source, resolver)  # type: ignore[arg-type]
     assert manifest == {
         "manifest_version": MANIFEST_VERSION, "dataset": "Tiny KB-2", "dataset_checksum": "sum",
         "chunker": "sentences:size=2,overlap=0", "chunks": 4, "embedder": "model-x", "index": EXP.index.to_json(),
