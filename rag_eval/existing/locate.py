@@ -223,13 +223,14 @@ def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> M
     if found:
         return Match(doc_id, [(s, s + len(text)) for s in found], How.EXACT)
     folded = corpus.folded(doc_id)
-    needle = fold(text)
+    row = Folded(text)
+    needle = row.text
     if not needle:
         return None
     found = occurrences(folded.text, needle)
     if found:
         return Match(doc_id, [folded.original(s, s + len(needle)) for s in found], How.NORMALISED)
-    return _fuzzy(folded, doc_id, text, threshold)
+    return _fuzzy(folded, doc_id, row, threshold)
 
 
 def _forms(text: str) -> list[str]:
@@ -244,15 +245,15 @@ def _forms(text: str) -> list[str]:
     return list(dict.fromkeys((text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFKC", text))))
 
 
-def _fuzzy(folded: Folded, doc_id: str, text: str, threshold: float) -> Match | None:
-    """The row ``text`` in one document, folded: a passage with added text, exactly, else the best fuzzy
+def _fuzzy(folded: Folded, doc_id: str, row: Folded, threshold: float) -> Match | None:
+    """The row (folded) in one document (folded): a passage with added text, exactly, else the best fuzzy
     alignment at or above ``threshold``."""
     from rapidfuzz.fuzz import partial_ratio_alignment
 
     if not folded.text:
         return None
-    needle = fold(text)
-    added = _without_added_text(folded.text, Folded(text), 0)  # a passage with a title or source line: exact
+    needle = row.text
+    added = _without_added_text(folded.text, row, 0)  # a passage with a title or source line: exact
     if added is not None:
         start, end = added
         return Match(doc_id, [folded.original(start, end)], How.FUZZY, round(100.0 * (end - start) / len(needle), 2))
@@ -367,7 +368,8 @@ def _shortest_cut(text: str, needle: str, *, head: bool) -> tuple[int, str] | No
 def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
     """Every document (in corpus order) holding the text exactly, else every one holding it folded, else
     the best fuzzy one (of the few the word 4-grams point to); empty when none does."""
-    needle = fold(text)
+    row = Folded(text)
+    needle = row.text
     if not needle:
         return []
     possible = corpus.holding(needle)
@@ -383,7 +385,7 @@ def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
             return matches
     best: Match | None = None
     for doc_id in corpus.candidates(needle):
-        match = _fuzzy(corpus.folded(doc_id), doc_id, text, threshold)
+        match = _fuzzy(corpus.folded(doc_id), doc_id, row, threshold)
         if match is not None and (best is None or match.score > best.score):
             best = match
     return [best] if best is not None else []

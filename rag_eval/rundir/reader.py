@@ -154,7 +154,8 @@ def run_started(directory: Path) -> dict[str, Any] | None:
 
 
 def check_run_dir(path: Path) -> None:
-    """Refuse a directory that holds no finished run: its files missing, or not all published."""
+    """Refuse a directory that holds no finished run: its files missing, or not all published (cheap: the
+    files' digests are checked where they are read, :meth:`FinishedRun.read`)."""
     missing = [name for name in RUN_FILES if not (path / name).is_file()]
     if missing:
         raise RunDirectoryError(
@@ -166,6 +167,10 @@ def check_run_dir(path: Path) -> None:
             f"the run's files were not all published (no {MARKER}: it stopped while writing them): run it again",
             path=str(path),
         )
+
+
+def check_digests(path: Path) -> None:
+    """Refuse a finished run whose rows, summary or manifest changed since it published them."""
     for name, digest in sorted(recorded_digests(path).items()):
         if name in RUN_FILES and (path / name).is_file() and file_digest(path / name) != digest:
             raise RunDirectoryError(
@@ -193,6 +198,7 @@ class FinishedRun:
     def read(cls, directory: str | Path) -> FinishedRun:
         path = Path(directory)
         check_run_dir(path)
+        check_digests(path)
         summary, manifest = read_json(path / SUMMARY), read_json(path / MANIFEST)
         try:
             columns = frozenset(pq.read_schema(path / PER_QUERY).names)
