@@ -67,13 +67,13 @@ def metric(measure: Measure) -> Metric:
     )
 
 
-def catalog(cutoffs: Sequence[int]) -> tuple[Metric, ...]:
-    """Every metric a comparison reports, the mission's own first.
+def catalog(cutoffs: Sequence[int], *, traffic: bool = False) -> tuple[Metric, ...]:
+    """Every metric a comparison reports, the mission's own first (``traffic``: with a query log's).
 
     >>> [m.name for m in catalog([5])][:2], len(catalog([1, 3, 5, 10]))
     (['same_doc_multi_chunk_recall', 'same_doc_multi_chunk_recall_cap_aware'], 62)
     """
-    return tuple(metric(m) for m in declared(cutoffs) if m.compared is not None)
+    return tuple(metric(m) for m in declared(cutoffs, traffic=traffic) if m.compared is not None)
 
 
 def find_metric(metrics: Sequence[Metric], name: str) -> Metric | None:

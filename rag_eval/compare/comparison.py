@@ -155,7 +155,7 @@ def _plan(
         *_pairing_notes(run, against, only_run, only_against, intersection=intersection),
     ]
     cutoffs = sorted(set(run.cutoffs) & set(against.cutoffs)) if against is not None else list(run.cutoffs)
-    metrics = catalog(cutoffs)
+    metrics = catalog(cutoffs, traffic=run.has_traffic or (against is not None and against.has_traffic))
     gates.validate(metrics)
     plan = [_Pairing(b, c, s, against if s == "against" and against is not None else run)
             for b, c, s in pairings(run, against)]  # fmt: skip

@@ -158,7 +158,7 @@ def _selector(text: str | None, *, spec: str, path: str, line: int | None) -> tu
 
 
 def _known_names() -> set[str]:
-    return {m.name for m in catalog((1,))}
+    return {m.name for m in catalog((1,), traffic=True)}
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -309,7 +309,7 @@ def run_gates(given: GateSet | None, exp: Experiment) -> GateSet:
     """The gates a run applies (``given``, else its experiment's, else the shipped default), checked
     against the metrics of its cutoffs before anything runs."""
     gates = given if given is not None else experiment_gates(exp.gates, source=exp.source)
-    gates.validate(catalog(exp.cutoffs))
+    gates.validate(catalog(exp.cutoffs, traffic=exp.traffic is not None))
     return gates
 
 

@@ -25,13 +25,14 @@ import pyarrow as pa
 
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.metrics import perquery
+from rag_eval.metrics.labelfree import traffic_values
 from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.reader import FinishedRun
 from rag_eval.rundir.rows import SCHEMA
 
 IDENTITY = ("query_id", "config", "query_index")  # the columns a run keeps in memory
-VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS)))
+VALUE_COLUMNS = tuple(dict.fromkeys((*perquery.COLUMNS, *SCALAR_COLUMNS, "origin")))
 PAIR_SOURCE = ("query_id", "config", "relevant_chunks", "delivered_relevant")
 
 
@@ -146,11 +147,22 @@ class ComparedRun:
 
     # -- per-unit values ------------------------------------------------------------------------
 
+    @property
+    def has_traffic(self) -> bool:
+        """Whether the run replayed a query log's queries too (measured apart: :mod:`rag_eval.metrics.labelfree`)."""
+        return bool(self.manifest.get("traffic"))
+
     @cached_property
     def values(self) -> pd.DataFrame:
-        """Per-query values of every config (see :func:`rag_eval.metrics.measures.query_values`)."""
+        """Per-query values of every config (see :func:`rag_eval.metrics.measures.query_values`); a query
+        log's queries valued apart, under ``traffic:`` names (:func:`rag_eval.metrics.labelfree.traffic_values`)."""
         source = self.table if self.rows is None else self.rows(VALUE_COLUMNS)
-        return query_values(source, configs=self.configs, cutoffs=self.cutoffs)
+        labelled = query_values(source, configs=self.configs, cutoffs=self.cutoffs)
+        if not self.has_traffic:
+            return labelled
+        read = (lambda columns: self.table) if self.rows is None else self.rows
+        traffic = traffic_values(read, configs=self.configs, cutoffs=self.cutoffs)
+        return pd.concat([labelled, traffic], ignore_index=True)
 
     @cached_property
     def pairs(self) -> pd.DataFrame:

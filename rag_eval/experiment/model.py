@@ -31,6 +31,7 @@ from rag_eval.experiment.latency import TimingPlan
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.experiment.whatif import WHAT_IFS
 from rag_eval.search.milvus.schema import IndexSpec, SearchTarget, redact_uri
+from rag_eval.traffic.logs import TrafficSpec
 
 DEFAULT_LITE_DIR = Path("reports/milvus")
 DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")
@@ -161,6 +162,7 @@ class Experiment:
     gates: Mapping[str, Any] | None = None  # the [gates] table as written; rag_eval.compare reads it
     load: LoadSettings | None = None  # the [load] table: `rag-eval run` then measures latency under load too
     existing: CollectionSpec | None = None  # the [collection] table: replay a collection built elsewhere
+    traffic: TrafficSpec | None = None  # the [traffic] table: production queries without labels, replayed too
 
     @property
     def embedder_model(self) -> str:
@@ -235,6 +237,7 @@ class Experiment:
             "production_cap": self.production_cap,
             "timing": self.timing.as_dict(),
             **({"existing": self.existing.as_dict()} if self.existing is not None else {}),
+            **({"traffic": self.traffic.as_dict()} if self.traffic is not None else {}),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -275,6 +278,7 @@ class Experiment:
             "gates": dict(self.gates) if self.gates is not None else None,
             "load": self.load.as_dict() if self.load is not None else None,
             "collection": self.existing.as_dict() if self.existing is not None else None,
+            "traffic": self.traffic.as_dict() if self.traffic is not None else None,
         }
 
 

@@ -34,6 +34,7 @@ from rag_eval.experiment.model import (
 )
 from rag_eval.experiment.section import TableReader
 from rag_eval.search.milvus.schema import IndexSpec, uri_problem
+from rag_eval.traffic.logs import TrafficSpec
 
 Fields = dict[str, Any]  # Experiment field -> value
 TableRead = Callable[[TableReader], Fields]
@@ -197,6 +198,38 @@ def read_timing(t: TableReader) -> Fields:
     return {**fields, "timing": TimingPlan(mode=LatencyMode(mode), sample_size=size, seed=seed)}
 
 
+TRAFFIC_FORMATS = ("jsonl", "csv", "parquet", "otlp")
+MAX_TRAFFIC_SAMPLE = 10_000_000  # distinct queries a sample may ask for
+
+
+def read_traffic(t: TableReader) -> Fields:
+    """``[traffic]`` path (required: a query log or a trace export, relative to the file), format, text, id,
+    category, sample, seed, max_chars, show_text: production queries without labels, replayed beside (or,
+    with ``[collection]``, instead of) the data set's (docs/traffic.md)."""
+    if not t.present:
+        return {"traffic": None}
+    path = t.path("path", required=True)
+    fmt = t.get("format", str)
+    if fmt is not None and fmt not in TRAFFIC_FORMATS:
+        t.problem("format", f"{quoted(fmt)} is not one of {', '.join(TRAFFIC_FORMATS)}")
+        fmt = None
+    texts = {key: t.get(key, str) for key in ("text", "id", "category")}
+    for key, value in texts.items():
+        if value is not None and not value.strip():
+            t.problem(key, "a field name cannot be blank")
+    sample, max_chars = t.get("sample", int), t.get("max_chars", int, 4096)
+    if sample is not None and not 0 < sample <= MAX_TRAFFIC_SAMPLE:
+        t.problem("sample", f"expected 1 to {MAX_TRAFFIC_SAMPLE:,} distinct queries, got {quoted(sample)}")
+    if not 0 < max_chars <= 1_000_000:
+        t.problem("max_chars", f"expected 1 to 1,000,000 characters, got {quoted(max_chars)}")
+    spec = TrafficSpec(
+        path=path.resolve() if path is not None else t.base, format=fmt, text=texts["text"] or "query",
+        id=texts["id"], category=texts["category"], sample=sample, seed=t.get("seed", int, 0), max_chars=max_chars,
+        show_text=t.get("show_text", bool, True),
+    )  # fmt: skip
+    return {"traffic": spec}
+
+
 def read_report(t: TableReader) -> Fields:
     """``[report]`` drilldown_queries (queries in the HTML report's drill-down)."""
     return {"drilldown_queries": t.get("drilldown_queries", int)}
@@ -237,10 +270,12 @@ TABLES: Mapping[str, TableRead] = {
     "report": read_report,
     "gates": read_gates,
     "load": read_load,
+    "traffic": read_traffic,
 }
 # What a table that is not one should look like, where a hint helps
 SHAPES: Mapping[str, str] = {
     "gates": "expected a table ([gates] with file = PATH, or checks = [...])",
     "load": "expected a table ([load] with concurrency, duration, ...)",
     "collection": "expected a table ([collection] with name = ..., fields = { id = ..., vector = ..., text = ... })",
+    "traffic": "expected a table ([traffic] with path = ..., text = ...)",
 }

@@ -19,6 +19,7 @@ from rag_eval.experiment import Experiment
 from rag_eval.files import json_safe
 from rag_eval.jobs.compare import Judging, comparison_tasks
 from rag_eval.loadtest.driver import LoadResult, measure_load, refuse_lite
+from rag_eval.metrics.labelfree import summarize_traffic
 from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
 from rag_eval.replay import provenance
 from rag_eval.replay.documents import config_rows, data_identity, run_manifest, run_summary
@@ -103,6 +104,9 @@ def summarise_run(
     reads it (which reads the parts again, for the per-query values it pairs on)."""
     configs = config_rows(exp)
     measured, _ = summarize(replayed.store.iter_parts(SUMMARY_COLUMNS), configs=configs, cutoffs=exp.cutoffs)
+    if prep.traffic is not None:  # a query log's queries, measured apart (rag_eval.metrics.labelfree)
+        traffic = summarize_traffic(replayed.store.iter_parts, configs=configs, cutoffs=exp.cutoffs)
+        measured = {name: {**summary, "traffic": traffic[name]} for name, summary in measured.items()}
     pa.default_memory_pool().release_unused()  # the parts' decoded buffers: the process keeps them otherwise
     manifest = run_manifest(exp, prep, replayed, configs=configs, clock=clock)
     summary = run_summary(exp, prep, replayed, manifest=manifest, measured=measured)

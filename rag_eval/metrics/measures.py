@@ -23,7 +23,7 @@ from rag_eval.metrics import perquery
 from rag_eval.metrics.columns import flat_values
 from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of
 from rag_eval.metrics.registry import LATENCY_STAGES, MISSION, Measure, measure_names
-from rag_eval.rundir.rows import LATENCY_COLUMNS, SCHEMA
+from rag_eval.rundir.rows import LABELLED, LATENCY_COLUMNS, SCHEMA, TRAFFIC
 
 __all__ = [
     "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "declared_values", "doc_of", "doc_ranking",
@@ -122,6 +122,7 @@ def quantile_ci(
 SUMMARY_LATENCY_ORDER = tuple(sorted(LATENCY_STAGES, key=lambda stage: (stage == "e2e", stage == "transform")))
 SUMMARY_COLUMNS = (
     *perquery.COLUMNS,
+    "origin",
     "lost_stages",
     "guard_references",
     "guard_violations",
@@ -151,11 +152,31 @@ def arrow_batches(rows: Rows, columns: Sequence[str]) -> Iterator[pa.Table]:
         yield as_arrow(SCHEMA.empty_table(), columns)
 
 
+def of_origin(rows: Rows, origin: str, columns: Sequence[str]) -> Iterator[pa.Table]:
+    """The rows of one origin (``labelled``: a data set's queries; ``traffic``: a query log's), ``columns``
+    only, as :func:`arrow_batches` gives them; a run written before queries had an origin is all labelled.
+
+    >>> t = pd.DataFrame({"query_id": ["q1", "t1"], "origin": ["labelled", "traffic"]})
+    >>> [b.column("query_id").to_pylist() for b in of_origin(t, "traffic", ["query_id"])]
+    [['t1']]
+    >>> [b.num_rows for b in of_origin(t.drop(columns="origin"), "labelled", ["query_id"])]
+    [2]
+    """
+    for batch in arrow_batches(rows, (*columns, "origin")):
+        if "origin" in batch.column_names:
+            traffic = pc.fill_null(pc.equal(batch.column("origin"), TRAFFIC), False)
+            batch = batch.filter(traffic if origin == TRAFFIC else pc.invert(traffic))
+        elif origin == TRAFFIC:
+            batch = batch.slice(0, 0)
+        yield batch.select([c for c in columns if c in batch.column_names])
+
+
 def summarize(
     table: Rows,
     *,
     configs: Sequence[Mapping[str, Any]],
     cutoffs: Sequence[int],
+    origin: str = LABELLED,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Metrics per config, and the per-query measures they were averaged from.
 
@@ -163,7 +184,8 @@ def summarize(
     (a run's parts, a Parquet file's batches: read one batch at a time, never all at once).
     ``configs``: dicts with ``name``, ``cap`` (the cap compliance is checked against: the
     config's D3 value, for legacy the production cap; None: not checked), ``cap_aware`` (the cap
-    of the cap-aware recall; None for no cap) and ``return_n``.
+    of the cap-aware recall; None for no cap) and ``return_n``. ``origin``: the rows measured (a data
+    set's queries; a query log's are measured apart, :mod:`rag_eval.metrics.labelfree`).
     """
     scalars: dict[str, list[np.ndarray[Any, Any]]] = {name: [] for name in SCALAR_COLUMNS}
     losses: list[tuple[np.ndarray[Any, Any], pa.Array]] = []
@@ -173,7 +195,7 @@ def summarize(
     def tapped() -> Iterator[pa.Table]:
         """The batches on their way to the per-query measures; what the summary adds up beside them is kept."""
         nonlocal offset
-        for batch in arrow_batches(table, SUMMARY_COLUMNS):
+        for batch in arrow_batches(of_origin(table, origin, SUMMARY_COLUMNS), SUMMARY_COLUMNS):
             for name in SCALAR_COLUMNS:
                 scalars[name].append(_numbers(batch, name))
             rows, stages = flat_values(batch, "lost_stages")
@@ -375,6 +397,8 @@ def summary_frame(summary_configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFr
                         for name, n in counts.items()
                     }
                 )
+            elif key == "traffic":  # a query log's measures, flattened as the config's are, under traffic:
+                row.update({f"traffic:{k}": v for k, v in summary_frame({name: value}).iloc[0].items()})
             elif key not in ("cap_violations", "true_cap_violations"):
                 row[key] = value
         rows[name] = row
@@ -436,7 +460,9 @@ def max_chunks_per_document(doc_ids: Sequence[str]) -> int:
     return max(counts.values(), default=1 if len(doc_ids) else 0)
 
 
-def query_values(table: Rows, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
+def query_values(
+    table: Rows, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int], origin: str = LABELLED
+) -> pd.DataFrame:
     """Every per-query value a comparison pairs on, one row per (query, config): the per-query measures
     (:func:`rag_eval.metrics.perquery.compute`), and
 
@@ -449,12 +475,14 @@ def query_values(table: Rows, *, configs: Sequence[Mapping[str, Any]], cutoffs: 
 
     ``table``: the rows as for :func:`summarize` (a stream is read one batch at a time).
     ``configs``: dicts with ``name``, ``cap``, ``cap_aware`` and ``return_n`` (see :func:`summarize`).
+    ``origin``: the rows valued (see :func:`of_origin`).
     """
     return_n = {c["name"]: float(c["return_n"]) for c in configs}
     extras: list[pd.DataFrame] = []
 
     def tapped() -> Iterator[pa.Table]:
-        for batch in arrow_batches(table, (*perquery.COLUMNS, *SCALAR_COLUMNS)):
+        wanted = (*perquery.COLUMNS, *SCALAR_COLUMNS)
+        for batch in arrow_batches(of_origin(table, origin, wanted), wanted):
             n_blocks = _numbers(batch, "n_blocks")
             limit = np.array([return_n[c] for c in batch.column("config").to_pylist()], dtype=float)
             refs = _numbers(batch, "guard_references")

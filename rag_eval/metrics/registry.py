@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from rag_eval.rundir.rows import LATENCY_COLUMNS
 
-Group = Literal["mission", "chunk", "doc", "payload", "latency", "counts"]
+Group = Literal["mission", "chunk", "doc", "payload", "latency", "counts", "traffic"]
 Unit = Literal["share", "score", "count", "chars", "us", "qps"]
 Kind = Literal["mean", "rate", "max", "percentile", "latency"]
 Per = Literal["query", "pair"]
 
-GROUPS: tuple[Group, ...] = ("mission", "chunk", "doc", "payload", "latency", "counts")
+GROUPS: tuple[Group, ...] = ("mission", "chunk", "doc", "payload", "latency", "counts", "traffic")
 
 LATENCY_STAGES = tuple(column.removesuffix("_us") for column in LATENCY_COLUMNS)  # in pipeline order
 STAGE_WORDS = {"postsearch_cpu": "post-search CPU"}  # post-process + projection, the thread's CPU time
@@ -218,6 +218,68 @@ COUNTS: tuple[Measure, ...] = (
     ),
 )
 
+TRAFFIC_PREFIX = "traffic:"
+# the measures of a query log's queries (rag_eval.metrics.labelfree): against the baseline config's payload on
+# the same query, then every measure above that needs no label, again on the log's queries
+OVERLAP_MEASURES: tuple[Measure, ...] = (
+    Measure(
+        name="traffic:payload_changed", label="traffic: payloads changed (against the baseline)", group="traffic",
+        higher_is_better=None, unit="share", digits=1, compared=Compared(kind="mean", column="traffic:changed"),
+    ),
+    Measure(
+        name="traffic:requests_changed", label="traffic: requests whose payload changed", group="traffic",
+        higher_is_better=None, unit="share", digits=1,
+        compared=Compared(kind="rate", numerator="traffic:changed_requests", denominator="traffic:requests"),
+    ),
+    Measure(
+        name="traffic:rbo", label="traffic: rank-biased overlap with the baseline (p = 0.9)", group="traffic",
+        higher_is_better=None, unit="score", digits=3, compared=Compared(kind="mean", column="traffic:rbo"),
+    ),
+    Measure(
+        name="traffic:jaccard", label="traffic: Jaccard with the baseline", group="traffic", higher_is_better=None,
+        unit="score", digits=3, compared=Compared(kind="mean", column="traffic:jaccard"),
+    ),
+    Measure(
+        name="traffic:top_changed", label="traffic: top chunk changed", group="traffic", higher_is_better=None,
+        unit="share", digits=1, compared=Compared(kind="mean", column="traffic:top_changed"),
+    ),
+    Measure(
+        name="traffic:multi_chunk_payloads", label="traffic: payloads with >= 2 chunks of one document",
+        group="traffic", higher_is_better=True, unit="share", digits=1,
+        compared=Compared(kind="mean", column="traffic:multi_doc"),
+    ),
+    Measure(
+        name="traffic:empty_payloads", label="traffic: empty payloads", group="traffic", higher_is_better=False,
+        unit="share", digits=1, compared=Compared(kind="mean", column="traffic:empty"),
+    ),
+    Measure(name="traffic:requests", label="traffic: requests", group="traffic", higher_is_better=None,
+            unit="count", digits=0),
+)  # fmt: skip
+LABEL_FREE: tuple[str, ...] = (  # measured again on a query log's queries, under traffic:<name>
+    "queries", "duplicate_rate", "content_duplicate_rate", "content_duplicate_rate_copies",
+    "content_duplicate_rate_same_text", "raw_duplicate_rate", "raw_content_duplicate_rate", "evidence_guard_1to1",
+    "cap_checked", "cap_compliance", "n_cap_violations", "cap_compliance_true", "n_true_cap_violations",
+    "max_chunks_per_document", "return_n_compliance",
+    *(m.name for m in PAYLOAD), *(m.name for m in LATENCY if m.name.startswith("latency:")), "qps_serial",
+)  # fmt: skip
+
+
+def on_traffic(measure: Measure) -> Measure:
+    """``measure`` measured on a query log's queries: its name, label and columns under ``traffic:``.
+
+    >>> m = on_traffic(find("duplicate_rate"))
+    >>> m.name, m.label, m.group, m.compared.numerator
+    ('traffic:duplicate_rate', 'traffic: duplicate rate (evidence key)', 'traffic', 'traffic:dup_keys')
+    """
+    how = measure.compared
+    moved = None
+    if how is not None:
+        moved = replace(how, **{f: TRAFFIC_PREFIX + getattr(how, f) for f in ("column", "numerator", "denominator")
+                                if getattr(how, f)})  # fmt: skip
+    return replace(measure, name=TRAFFIC_PREFIX + measure.name, label=f"traffic: {measure.label}", group="traffic",
+                   compared=moved)  # fmt: skip
+
+
 # which measures each view leads with, in reading order (said once: the console, report.md and the HTML read these)
 IDENTITY_TABLE: tuple[str, ...] = (  # the evidence-identity table of the console and the reports
     "same_doc_multi_chunk_recall",
@@ -247,6 +309,8 @@ VERDICT_LINE: tuple[str, ...] = (  # the measures a comparison's verdict line na
 CHART_MEASURE = "same_doc_multi_chunk_recall"  # the measure of the report's first chart (an interval per config)
 FIXED = MISSION + PAYLOAD + LATENCY + COUNTS  # every measure but the standard ones and the open families
 _BY_NAME = {m.name: m for m in FIXED}
+TRAFFIC: tuple[Measure, ...] = OVERLAP_MEASURES + tuple(on_traffic(_BY_NAME[name]) for name in LABEL_FREE)
+_BY_NAME |= {m.name: m for m in TRAFFIC}
 
 _STANDARD_NAME = re.compile(rf"(?:{'|'.join(STANDARD)})@[0-9]+|RR")  # a name of measure_names, at any cutoff
 
@@ -287,14 +351,18 @@ def _standard(level: Literal["chunk", "doc"], name: str) -> Measure:
     )
 
 
-def declared(cutoffs: Sequence[int]) -> tuple[Measure, ...]:
-    """Every measure of a run with these cutoffs (the open families aside), group by group.
+def declared(cutoffs: Sequence[int], *, traffic: bool = False) -> tuple[Measure, ...]:
+    """Every measure of a run with these cutoffs (the open families aside), group by group; ``traffic``:
+    with the measures of a query log's queries.
 
     >>> names = [m.name for m in declared([5])]
     >>> names[0], "chunk:nDCG@5" in names, names[-1]
     ('same_doc_multi_chunk_recall', True, 'judged_queries')
+    >>> [m.name for m in declared([5], traffic=True)][-1]
+    'traffic:qps_serial'
     """
-    return MISSION + standard("chunk", cutoffs) + standard("doc", cutoffs) + PAYLOAD + LATENCY + COUNTS
+    found = MISSION + standard("chunk", cutoffs) + standard("doc", cutoffs) + PAYLOAD + LATENCY + COUNTS
+    return found + TRAFFIC if traffic else found
 
 
 def find(name: str) -> Measure | None:

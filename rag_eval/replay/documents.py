@@ -103,7 +103,7 @@ def run_summary(
             "baseline": exp.baseline,
             "label_level": prep.labels.level,
             "label_note": LABEL_NOTES["span" if prep.labels.level == "span" else "document"],
-            "queries": replayed.queries,
+            "queries": replayed.queries - len(prep.traffic_queries()),
             "judged_queries": measured[exp.baseline]["judged_queries"],
             "cutoffs": list(exp.cutoffs),
             "backend": backend.kind,
@@ -119,5 +119,7 @@ def run_summary(
             "execution": replayed.execution,
             **({"collection": prep.existing.provenance(), "resolution": prep.existing.report()}
                if prep.existing is not None else {}),
+            **({"traffic": {**prep.traffic.document(), "show_text": prep.traffic.spec.show_text}}
+               if prep.traffic is not None else {}),
         }
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,10 @@ from rag_eval.embed.precomputed import query_vector_file
 from rag_eval.embed.vector_files import EmbeddingCache, VectorFile
 from rag_eval.existing.preflight import Existing, resolve_existing
 from rag_eval.experiment import Experiment
+from rag_eval.traffic.logs import Traffic, read_traffic
 from rag_eval.ingest.collection import IngestResult, IngestRow, IngestSource, ensure_collection, plan_rows
 
+TRAFFIC_ID_PREFIX = "traffic:"
 REGENERATE_HINT = "run `make embeddings` (or `rag-eval embed DATASET`) to rebuild them"
 
 
@@ -77,6 +79,15 @@ class Prepared:
     rows: list[IngestRow]
     resolver: VectorResolver
     existing: Existing | None = None
+    traffic: Traffic | None = None  # the [traffic] table's queries, read and deduplicated
+
+    def traffic_queries(self) -> list[tuple[str, str]]:
+        """The query log's queries as (id, text), after the data set's: ids prefixed ``traffic:``."""
+        return [] if self.traffic is None else [(traffic_id(q.id), q.text) for q in self.traffic.queries]
+
+    def traffic_counts(self) -> dict[str, int]:
+        """Each query log query's id (as replayed) -> how often it occurs in the log."""
+        return {} if self.traffic is None else {traffic_id(q.id): q.count for q in self.traffic.queries}
 
     def chunk_of(self) -> dict[str, str]:
         """Vector id (as text) -> the true chunk it is."""
@@ -89,8 +100,22 @@ class Prepared:
         return self.existing.resolution.uncovered if self.existing is not None else frozenset()
 
 
+def traffic_id(query_id: str) -> str:
+    """A query log query's id as a run names it (apart from every data set query's).
+
+    >>> traffic_id("q-0f3a")
+    'traffic:q-0f3a'
+    """
+    return f"{TRAFFIC_ID_PREFIX}{query_id}"
+
+
 def prepare(exp: Experiment) -> Prepared:
     dataset = load_beir(exp.dataset_path, exp.split)
+    traffic = read_traffic(exp.traffic) if exp.traffic is not None else None  # a bad log is refused first
+    return replace(_prepare(exp, dataset), traffic=traffic)
+
+
+def _prepare(exp: Experiment, dataset: Dataset) -> Prepared:
     if exp.existing is not None:
         return _prepare_existing(exp, dataset)
     corpus = chunk_dataset(dataset, parse_chunker(exp.chunker_spec))

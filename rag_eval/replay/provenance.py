@@ -118,6 +118,7 @@ def manifest(
             "chunks": len(corpus.chunks),
             "label_level": labels.level,
         },
+        "traffic": prep.traffic.document() if prep.traffic is not None else None,
         "milvus": {
             "uri": ingest.target.redacted_uri,
             "collection": ingest.collection,

@@ -88,7 +88,7 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
     progress, cluster, resume = how.progress or Progress(quiet=True), how.cluster, how.resume
     queries, texts = _queries(exp, prep, progress)
     truth = Truth(chunks=prep.chunk_of(), relevance=prep.labels.relevance, doc_relevance=prep.dataset.relevant_docs(),
-                  lost=prep.lost_evidence())  # fmt: skip
+                  lost=prep.lost_evidence(), traffic=prep.traffic_counts())  # fmt: skip
     with MilvusStore(ingested.target) as ms:
         backend = ms.backend()
     # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing
@@ -123,9 +123,28 @@ def _queries(exp: Experiment, prep: Prepared, progress: Progress) -> tuple[list[
     queries = [(q.id, q.text) for q in prep.dataset.queries.values()]
     if exp.query_limit is not None:
         queries = queries[: exp.query_limit]
+    queries += prep.traffic_queries()
     texts = [transformer.transform(t).normalized_query for _, t in queries]
     missing = prep.resolver.missing(texts)
     if missing:
+        progress.log(embedding_note(len(missing), exp.embedder.provider))
         prep.resolver.resolve(missing, progress=progress.factory("embedding queries", len(missing)))
     return queries, texts
 
+
+LOCAL_TEXTS_PER_SECOND = 25  # measured: all-MiniLM-L6-v2 on two CPU cores, texts of about 1,000 characters
+
+
+def embedding_note(texts: int, provider: str) -> str:
+    """What the run says before it embeds query texts: how many, and how long a local model takes for them.
+
+    >>> embedding_note(100_000, "sentence-transformers")
+    'embedding 100,000 query texts (a local model on a CPU: about 67 min at 25 texts a second)'
+    >>> embedding_note(3, "openai")
+    'embedding 3 query texts (provider openai, in its batches)'
+    """
+    if provider == "sentence-transformers":
+        minutes = texts / LOCAL_TEXTS_PER_SECOND / 60
+        return (f"embedding {texts:,} query texts (a local model on a CPU: about {minutes:.0f} min at "
+                f"{LOCAL_TEXTS_PER_SECOND} texts a second)")  # fmt: skip
+    return f"embedding {texts:,} query texts (provider {provider}, in its batches)"

@@ -89,6 +89,24 @@ def bar_with_intervals(
         return _svg(fig, "bars")
 
 
+def grouped_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str) -> str | None:
+    """Vertical bars, a group per label and a bar per series in it (a histogram per config, side by side)."""
+    if not labels or not series:
+        return None
+    with rc_context(_RC):
+        fig = _figure(6.4, 2.8)
+        ax = fig.add_subplot()
+        x = np.arange(len(labels))
+        width = 0.8 / len(series)
+        for i, (name, values) in enumerate(series.items()):
+            ax.bar(x + (i - (len(series) - 1) / 2) * width, list(values), width=width, label=name, color=f"C{i}")
+        ax.set_xticks(x, list(labels), rotation=45, ha="right")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, loc="left")
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        return _svg(fig, "grouped")
+
+
 def sweep(
     key: str,
     xs: Sequence[float],

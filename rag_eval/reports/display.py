@@ -49,6 +49,7 @@ GROUP_TITLES: dict[Group, str] = {
     "payload": "Payload",
     "latency": "Latency (serial, warm-up excluded)",
     "counts": "Counts",
+    "traffic": "Production traffic, no labels (against the baseline config's payload)",
 }
 _RENAMED = {"latency_us": "latency", "stage_losses": "lost"}
 _SKIPPED = {"cap_violations"}

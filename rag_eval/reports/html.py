@@ -41,6 +41,7 @@ from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.rundata import ReportData, load_run
+from rag_eval.reports.traffic import traffic_section
 from rag_eval.reports.tables import config_diff, metric_table, verdict
 from rag_eval.reports.templating import environment
 
@@ -123,6 +124,7 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "config_same": same,
         "hashes": hashes,
         "charts": chart_data.all_charts(data),
+        "traffic": traffic_section(data),
         "load": data.load,
         "load_rows": load_rows(data.load) if data.load is not None else [],
         "mismatch": chart_data.delivered_check(data),

@@ -25,6 +25,7 @@ from rag_eval.metrics.perquery import KIND_LABELS
 from rag_eval.metrics.registry import IDENTITY_TABLE, LATENCY_STAGES
 from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.existing import resolution_rows
+from rag_eval.reports.traffic import figure_rows
 from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.tables import verdict
 from rag_eval.reports.templating import environment
@@ -111,4 +112,5 @@ def render_markdown(
         identity=identity_rows(summary, names),
         stages=LATENCY_STAGES,
         collection_rows=resolution_rows(summary["resolution"]) if summary.get("resolution") else None,
+        traffic_rows=figure_rows(summary) if summary.get("traffic") else None,
     )

@@ -33,6 +33,7 @@ from rag_eval.rundir.reader import (
     read_load,
     read_parquet,
 )
+from rag_eval.rundir.rows import TRAFFIC
 
 COMPARE_FILE = COMPARE
 # what the report reads of every row: a 100,000-query run's rows do not fit in memory whole as pandas objects
@@ -144,7 +145,9 @@ def load_run(
             )
         cmp = None  # an earlier run's comparison: this run is "not compared yet"
     per_query_path = data_dir / PER_QUERY
-    per_query = read_parquet(per_query_path, OVERVIEW_COLUMNS)
+    per_query = read_parquet(per_query_path, (*OVERVIEW_COLUMNS, "origin"))
+    if "origin" in per_query.columns:  # a query log's rows have a section of their own (reports/traffic.py)
+        per_query = per_query[per_query["origin"] != TRAFFIC].drop(columns="origin").reset_index(drop=True)
 
     def rows_of(query_ids: Sequence[str]) -> pd.DataFrame:
         return read_parquet(per_query_path, query_ids=query_ids)

@@ -42,6 +42,8 @@ SCHEMA = pa.schema(
         ("query_index", pa.int32()),
         ("query_text", pa.string()),
         ("judged", pa.bool_()),  # has at least one relevant chunk
+        ("origin", pa.string()),  # "labelled" (the data set's queries) or "traffic" (a query log's, no labels)
+        ("occurrences", pa.int32()),  # how often the query occurs (a log's identical requests; 1 for a data set's)
         # delivered payload, one entry per excerpt
         ("returned_keys", _STR_LIST),  # projected document_id (evidence key, or source for legacy)
         ("returned_doc_ids", _STR_LIST),  # doc_id as stored ("" when missing)
@@ -86,6 +88,7 @@ SCHEMA = pa.schema(
         ("postsearch_cpu_us", pa.float64()),  # the thread's CPU time of post-process + projection
     ]
 )
+LABELLED, TRAFFIC = "labelled", "traffic"  # the origins of a query
 LATENCY_COLUMNS = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us", "postsearch_cpu_us")
 
 
@@ -104,13 +107,15 @@ class Truth:
     """Ground truth of one run: which chunk each vector id is, and the labels.
 
     ``lost``: relevant chunks no row of the collection carries (evidence a collection built elsewhere does
-    not hold); they stay relevant and are reported as lost ``not_in_collection``.
+    not hold); they stay relevant and are reported as lost ``not_in_collection``. ``traffic``: the queries
+    of a query log (no labels), by id, with how often each occurs.
     """
 
     chunks: Mapping[str, str]  # vector id (as text) -> true chunk key
     relevance: Mapping[str, Mapping[str, int]]  # query -> true chunk key -> grade
     doc_relevance: Mapping[str, Mapping[str, int]]  # query -> doc id -> grade
     lost: frozenset[str] = frozenset()
+    traffic: Mapping[str, int] = field(default_factory=dict)  # a query log's query id -> its occurrences
     # answers already given (a replay asks about the same rows again and again)
     _chunks: dict[str | None, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -174,6 +179,8 @@ def build_row(
         "query_index": query_index,
         "query_text": record.hints.normalized_query,
         "judged": bool(relevant),
+        "origin": TRAFFIC if query_id in truth.traffic else LABELLED,
+        "occurrences": truth.traffic.get(query_id, 1),
         "returned_keys": [e.document_id for e in payload.excerpts],
         "returned_doc_ids": [block_by_key[e.document_id].doc_id or "" for e in payload.excerpts],
         "returned_ranks": [e.rank for e in payload.excerpts],
