@@ -2,6 +2,7 @@
 #   make eval        the default experiment on embedded Milvus Lite -> reports/latest/ (the runtime only)
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present; the dev tools)
 #   make existing    a collection built elsewhere (LangChain's ingest, into a Lite file), replayed as it is
+#   make traffic     the default configs on recorded production traffic (a trace export, no labels) -> reports/traffic/
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
 #   make mutate      mutation testing of core, metrics and the run's rows (not part of make test; nightly)
 #   make infinity    the OpenAI-compatible model server the embedding tests start (.venv-infinity)
@@ -19,7 +20,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory mutate eval existing nightly embeddings dataset clean
+.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory mutate eval traffic existing nightly embeddings dataset clean
 
 # the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
 $(RUNTIME_STAMP): pyproject.toml
@@ -71,6 +72,10 @@ test: $(FULL_STAMP) browser infinity
 
 eval: $(RUNTIME_STAMP)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/default.toml --out reports/latest
+
+# the agent's recorded tool calls (datasets/incident-kb/traffic/, OTLP JSON) replayed beside the labelled queries
+traffic: $(RUNTIME_STAMP)
+	$(BIN)/rag-eval run datasets/incident-kb/experiments/traffic.toml --out reports/traffic
 
 # the existing-collection example: LangChain's splitter and Milvus store build reports/milvus/incident-kb-langchain.db
 # (once), then rag_eval replays that collection read-only with labels resolved onto its chunks by content

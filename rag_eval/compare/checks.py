@@ -49,6 +49,7 @@ class GateResult:
     mde: float | None = None
     p_value: float | None = None  # the relative check's p-value, Holm-adjusted over the relative checks
     kind: Literal["absolute", "relative"] = "absolute"
+    units_needed: int | None = None  # an underpowered check: the units that would decide it at this change
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,7 +179,11 @@ class RelativeCheck(Check):
                 f"the one-sided {1 - settings.alpha:.0%} bound {f(upper)} does not rule out a {self.direction} "
                 f"beyond {limit}, nor is one shown (smallest detectable at {settings.power:.0%} power: {f(mde)})"
             )
-        return self.result("underpowered", f"underpowered: {reason}; observed {shown}, interval {interval}", **values)
+        needed = units_needed(paired.n, mde=mde, change=change, threshold=self.threshold)
+        if needed is not None:
+            reason += f"; about {needed:,} units would decide it if the change stays {shown}"
+        message = f"underpowered: {reason}; observed {shown}, interval {interval}"
+        return self.result("underpowered", message, units_needed=needed, **values)
 
     def _bound(self, metric: Metric, p: Paired, *, level: float, se: float, change: float, worst: float) -> float:
         """The one-sided upper bound, at ``level``, of the change in the bad direction (the threshold's
@@ -210,6 +215,23 @@ class RelativeCheck(Check):
             return math.nan, math.nan, math.nan, math.nan
         ends = sorted((sign * p.ci_low / scale, sign * p.ci_high / scale))
         return sign * p.delta / scale, ends[1], ends[0], p.se / scale
+
+
+def units_needed(n: int, *, mde: float, change: float, threshold: float) -> int | None:
+    """How many units (queries, for a per-query measure) a check that is underpowered on ``n`` would need to
+    be decided, if the change stays what it is: the smallest detectable change falls as 1/sqrt(n), and the
+    gap to decide is the distance between the change and the threshold (normal approximation, the power of
+    the gates file). None when it cannot be said (no spread measured, or the change sits on the threshold).
+
+    >>> units_needed(264, mde=0.03, change=0.0, threshold=0.02)
+    594
+    >>> units_needed(264, mde=0.03, change=0.02, threshold=0.02) is None
+    True
+    """
+    gap = abs(threshold - change)
+    if n <= 0 or gap <= 1e-12 or not math.isfinite(mde) or mde <= 0:
+        return None
+    return max(n, math.ceil(n * (mde / gap) ** 2))
 
 
 def min_units(alpha: float) -> int:

@@ -434,4 +434,5 @@ def _gate_entry(g: GateResult) -> dict[str, Any]:
         "threshold": g.threshold,
         "mde": g.mde,
         "p_value": g.p_value,
+        "units_needed": g.units_needed,
     }

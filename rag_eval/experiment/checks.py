@@ -29,6 +29,7 @@ from rag_eval.experiment.model import MAX_NAME, ConfigSpec, Experiment
 from rag_eval.files import name_length_problem as file_name_problem
 from rag_eval.search.milvus.lite import lite_path, lite_path_problem
 from rag_eval.search.milvus.schema import INDEX_TYPES, MAX_TOPK, METRICS, ModeSupport, is_server_uri, uri_problem
+from rag_eval.traffic.logs import spec_problems
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # config names become file names under runs/
 MAX_CUTOFFS = 20  # each cutoff is 8 more measure columns (P, R, nDCG, Success at k; chunk and document)
@@ -352,6 +353,13 @@ def _embedder(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
         yield ConfigProblem(keys.of("embedder", key), message)
 
 
+def _traffic(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    """The ``[traffic]`` table's values (:func:`rag_eval.traffic.logs.spec_problems`); its file is read with
+    the data set, before anything is built."""
+    if exp.traffic is not None:
+        yield from spec_problems(exp.traffic)
+
+
 _CHECKS: tuple[ExperimentCheck, ...] = (
     _experiment,
     _paths,
@@ -366,4 +374,5 @@ _CHECKS: tuple[ExperimentCheck, ...] = (
     _report,
     _load,
     _existing,
+    _traffic,
 )

@@ -47,7 +47,9 @@ PREFIX = "traffic:"
 KEYS = ("query_id", "config", "judged")
 OVERLAP_COLUMNS = ("query_id", "config", "occurrences", "member_keys", "member_chunks")
 OVERLAP = ("changed", "jaccard", "rbo", "top_changed")
-RBO_BINS = tuple(round(0.1 * i, 1) for i in range(11))  # the RBO histogram's edges: [0, 0.1), ..., [0.9, 1.0], 1.0 apart
+RBO_BINS = tuple(
+    round(0.1 * i, 1) for i in range(11)
+)  # the RBO histogram's edges: [0, 0.1), ..., [0.9, 1.0], 1.0 apart
 # what a traffic summary keeps of a config's summary: the measures that need no label
 SUMMARY_KEYS = (
     "queries", "duplicate_rate", "content_duplicate_rate", "content_duplicate_rate_copies",
@@ -173,8 +175,3 @@ def summarize_traffic(
     by_config = {name: part for name, part in overlap.groupby("config", sort=False)}
     empty = overlap.iloc[0:0]
     return {name: traffic_summary(s, by_config.get(name, empty)) for name, s in measured.items()}
-
-
-__all__ = [
-    "KEYS", "OVERLAP_COLUMNS", "PREFIX", "baseline_of", "multi_chunk_document", "overlap_values", "rbo_histogram", "summarize_traffic", "traffic_summary", "traffic_values",
-]  # fmt: skip

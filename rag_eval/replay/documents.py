@@ -10,6 +10,7 @@ and ``summary.json``'s document (the measures per config are handed in: the metr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from rag_eval.core.config import PipelineKind
@@ -21,6 +22,7 @@ from rag_eval.replay import provenance
 from rag_eval.replay.batches import timing_groups
 from rag_eval.replay.prepare import Prepared
 from rag_eval.replay.step import Replayed
+from rag_eval.traffic.logs import Traffic
 
 PIPELINE_NOTES = {
     PipelineKind.EVIDENCE: "D1-D5: chunk-scoped evidence keys, dedup by key, per-document cap, retrieve-k/return-n",
@@ -117,9 +119,18 @@ def run_summary(
             ),
             "configs": label_search_timing(measured, timing_groups(exp.configs)),
             "execution": replayed.execution,
-            **({"collection": prep.existing.provenance(), "resolution": prep.existing.report()}
-               if prep.existing is not None else {}),
-            **({"traffic": {**prep.traffic.document(), "show_text": prep.traffic.spec.show_text}}
-               if prep.traffic is not None else {}),
+            **(
+                {"collection": prep.existing.provenance(), "resolution": prep.existing.report()}
+                if prep.existing is not None
+                else {}
+            ),
+            **({"traffic": traffic_document(prep.traffic)} if prep.traffic is not None else {}),
         }
     )
+
+
+def traffic_document(traffic: Traffic) -> dict[str, Any]:
+    """The summary's ``traffic``: what was read of the query log (no query text), as the reports name it."""
+    doc = traffic.document()
+    named = {"file": Path(doc["path"]).name, "requests": doc["occurrences"], "show_text": traffic.spec.show_text}
+    return {**doc, **named}

@@ -89,7 +89,9 @@ def bar_with_intervals(
         return _svg(fig, "bars")
 
 
-def grouped_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str) -> str | None:
+def grouped_bars(
+    labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str
+) -> str | None:
     """Vertical bars, a group per label and a bar per series in it (a histogram per config, side by side)."""
     if not labels or not series:
         return None
@@ -163,9 +165,7 @@ def latency(per_query: pd.DataFrame, names: Sequence[str]) -> str | None:
         return _svg(fig, "latency")
 
 
-def waterfall(
-    names: Sequence[str], relevant: Mapping[str, int], losses: Mapping[str, Mapping[str, int]]
-) -> str | None:
+def waterfall(names: Sequence[str], relevant: Mapping[str, int], losses: Mapping[str, Mapping[str, int]]) -> str | None:
     """Relevant chunks -> each loss stage, in pipeline order -> delivered, one panel per config."""
     if not names or not any(relevant.values()):
         return None

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from rag_eval.metrics.labelfree import PREFIX, RBO_BINS, baseline_of, overlap_values
 from rag_eval.reports import charts
@@ -117,11 +116,22 @@ def figure_rows(summary: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     names = list(summary["configs"])
     per_config = {n: summary["configs"][n].get("traffic") or {} for n in names}
     rows = [(words, [_fmt(per_config[n].get(key), kind) for n in names]) for key, words, kind in FIGURES]
-    rows.append(("payload characters p50 / p95",
-                 [f"{_fmt_int(per_config[n].get('payload', {}).get('chars_p50'))} / "
-                  f"{_fmt_int(per_config[n].get('payload', {}).get('chars_p95'))}" for n in names]))
-    rows.append(("end to end latency p50",
-                 [f"{_fmt_int(per_config[n].get('latency_us', {}).get('e2e', {}).get('p50'))} µs" for n in names]))
+    rows.append(
+        (
+            "payload characters p50 / p95",
+            [
+                f"{_fmt_int(per_config[n].get('payload', {}).get('chars_p50'))} / "
+                f"{_fmt_int(per_config[n].get('payload', {}).get('chars_p95'))}"
+                for n in names
+            ],
+        )
+    )
+    rows.append(
+        (
+            "end to end latency p50",
+            [f"{_fmt_int(per_config[n].get('latency_us', {}).get('e2e', {}).get('p50'))} µs" for n in names],
+        )
+    )
     return rows  # fmt: skip
 
 
