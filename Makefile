@@ -30,8 +30,11 @@ $(RUNTIME_STAMP): pyproject.toml
 	@touch $(RUNTIME_STAMP)
 
 # the runtime and the dev tools (pytest, ruff, mypy, import-linter, the test oracles)
+# rbo (the RBO oracle of tests/unit/traffic) without its dependencies: it pins numpy<2, which would take the
+# dev tools' numpy below the runtime's (pandas 3 needs numpy 2); it needs only numpy and tqdm, both here
 $(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps 'rbo==0.1.3'
 	@touch $(STAMP)
 
 # everything the tests use: the Milvus 2.3 server and the embedding model (CPU torch first)
