@@ -162,7 +162,7 @@ def of_origin(rows: Rows, origin: str, columns: Sequence[str]) -> Iterator[pa.Ta
     >>> [b.num_rows for b in of_origin(t.drop(columns="origin"), "labelled", ["query_id"])]
     [2]
     """
-    for batch in arrow_batches(rows, (*columns, "origin")):
+    for batch in arrow_batches(rows, tuple(dict.fromkeys((*columns, "origin")))):
         if "origin" in batch.column_names:
             traffic = pc.fill_null(pc.equal(batch.column("origin"), TRAFFIC), False)
             batch = batch.filter(traffic if origin == TRAFFIC else pc.invert(traffic))
