@@ -1,0 +1,93 @@
+"""``rag-eval labels next RUN_DIR``: the labelling file of the query log queries the configs disagree on most.
+
+A run that replayed a query log knows, per query, each config's delivered chunks: the disagreement of a query is
+the largest ``1 - RBO`` of a config's payload with the baseline config's (:mod:`rag_eval.metrics.labelfree`), the
+chunks offered for marking are the union of what the configs delivered, with their texts and offsets from the
+run's ``texts.parquet``. Which queries are picked, and how a marked file becomes labels: docs/traffic.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rag_eval.core.errors import RunDirectoryError
+from rag_eval.metrics.labelfree import PREFIX, baseline_of, overlap_values
+from rag_eval.rundir.reader import FinishedRun, read_parquet
+from rag_eval.rundir.rows import TRAFFIC
+from rag_eval.rundir.texts import TEXTS_FILE
+from rag_eval.traffic.labelling import Candidate, ChunkText, Delivered, select_for_labelling, write_labelling_file
+
+ROW_COLUMNS = ("query_id", "config", "origin", "query_text", "occurrences", "member_chunks")
+
+
+def next_to_label(run_dir: str | Path, out: str | Path, *, count: int, force: bool = False) -> tuple[Path, int, int]:
+    """Write the labelling file of the ``count`` query log queries to label next; (its path, queries picked,
+    query log queries the run holds)."""
+    run = FinishedRun.read(run_dir)
+    if not run.manifest.get("traffic"):
+        raise RunDirectoryError("this run replayed no query log ([traffic]): nothing to pick from", path=str(run.dir))
+    rows = read_parquet(run.dir / "per_query.parquet", ROW_COLUMNS)
+    configs: Sequence[Mapping[str, Any]] = run.manifest.get("configs") or []
+    traffic = rows[rows["origin"] == TRAFFIC].reset_index(drop=True)
+    labelled_texts = rows.loc[rows["origin"] != TRAFFIC, "query_text"].astype(str).unique().tolist()
+    candidates = candidates_of(traffic, configs)
+    picked = select_for_labelling(candidates, count=count, labelled_texts=labelled_texts)
+    path = write_labelling_file(out, picked, chunk_texts(run.dir / TEXTS_FILE), force=force)
+    return path, len(picked), len(candidates)
+
+
+def candidates_of(traffic: pd.DataFrame, configs: Sequence[Mapping[str, Any]]) -> list[Candidate]:
+    """One candidate per query log query: its disagreement (the largest 1 - RBO with the baseline over the
+    other configs; 0 where every payload is the baseline's) and the union of the configs' delivered chunks."""
+    if traffic.empty:
+        return []
+    order = {str(c["name"]): i for i, c in enumerate(configs)}
+    baseline = baseline_of(configs)
+    frame = traffic.assign(member_keys=traffic["member_chunks"])  # chunks compared by their true key here
+    over = overlap_values(frame, configs)
+    frame = frame.assign(disagreement=1.0 - over[PREFIX + "rbo"].to_numpy(dtype=float))
+    out: list[Candidate] = []
+    for qid, group in frame.groupby("query_id", sort=True):
+        group = group.sort_values("config", key=lambda s: s.map(order))
+        others = group.loc[group["config"] != baseline, "disagreement"].to_numpy(dtype=float)
+        defined = others[~np.isnan(others)]
+        delivered: dict[str, list[str]] = {}
+        for name, chunks in zip(group["config"], group["member_chunks"], strict=True):
+            for chunk in chunks if chunks is not None else []:
+                configs_of = delivered.setdefault(str(chunk), [])
+                if name not in configs_of:
+                    configs_of.append(str(name))
+        first = group.iloc[0]
+        out.append(
+            Candidate(
+                query_id=str(qid),
+                text=str(first["query_text"]),
+                count=int(first["occurrences"]) if pd.notna(first["occurrences"]) else 1,
+                disagreement=float(min(1.0, max(0.0, defined.max()))) if defined.size else 0.0,
+                delivered=tuple(Delivered(chunk=c, configs=tuple(n)) for c, n in delivered.items()),
+            )
+        )
+    return out
+
+
+def chunk_texts(path: Path) -> dict[str, ChunkText]:
+    """The run's chunk texts and offsets, by chunk key (a chunk of no known document: text only)."""
+    if not path.is_file():
+        return {}
+    texts = read_parquet(path)
+    out: dict[str, ChunkText] = {}
+    for row in texts.itertuples(index=False):
+        placed = isinstance(row.doc_id, str) and bool(row.doc_id) and pd.notna(row.start) and pd.notna(row.end)
+        out[str(row.chunk)] = ChunkText(
+            doc_id=str(row.doc_id) if placed else None,
+            start=int(row.start) if placed else None,
+            end=int(row.end) if placed else None,
+            text=str(row.text) if isinstance(row.text, str) else None,
+            title=str(row.title) if isinstance(row.title, str) else "",
+        )
+    return out
