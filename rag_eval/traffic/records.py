@@ -122,15 +122,16 @@ class _Counted:
 
 
 def csv_records(path: Path, fields: Fields, digest: Any) -> Iterator[Record | None]:
-    """One record per CSV row after the header (which must hold every named column); None for a blank
-    line. A row shorter than the header lacks the columns past its end."""
+    """One record per CSV row after the header (the first line that is not blank, which must hold every
+    named column); None for a blank line. A row shorter than the header lacks the columns past its end."""
     counted = _Counted(lines(path, digest))
     rows = csv.reader(counted, strict=True)
     csv.field_size_limit(sys.maxsize)  # a field may be as long as a line: long queries are counted, not fatal
     try:
-        header = next(rows, None)
-        if header is None:
+        header = next((row for row in rows if any(cell.strip() for cell in row)), None)
+        if header is None:  # blank lines, or nothing
             return
+        at = counted.read
         where = {}
         for role, name in fields.named():
             if name not in header:
@@ -138,7 +139,7 @@ def csv_records(path: Path, fields: Fields, digest: Any) -> Iterator[Record | No
                 raise DatasetError(
                     f"the header has no {role} column {quoted(name)} (its columns: {shown}): set {role} = to one",
                     path=str(path),
-                    line=1,
+                    line=at,
                     field=name,
                 )
             where[role] = header.index(name)
