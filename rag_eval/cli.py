@@ -258,6 +258,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_labels(args: argparse.Namespace) -> int:
+    from rag_eval.traffic.labelling import import_labels
+
+    print(import_labels(Path(args.marked), Path(args.dataset), split=args.split).summary())
+    return EXIT_OK
+
+
 # -- the parser --------------------------------------------------------------------------------
 
 COMMAND_FUNCTIONS: dict[str, Command] = {
@@ -271,6 +278,7 @@ COMMAND_FUNCTIONS: dict[str, Command] = {
     "load": _cmd_load,
     "embed": _cmd_embed,
     "inspect": _cmd_inspect,
+    "labels": _cmd_labels,
 }
 
 

@@ -3,7 +3,7 @@ adds its flags to its parser; :mod:`rag_eval.cli` builds the parser from it and 
 function. Flags only: nothing here reads a file or imports more than the default folders.
 
 >>> [name for name, _, _ in COMMANDS]
-['config', 'ingest', 'run', 'compare', 'accept', 'history', 'nightly', 'load', 'embed', 'inspect']
+['config', 'ingest', 'run', 'compare', 'accept', 'history', 'nightly', 'load', 'embed', 'inspect', 'labels']
 """
 
 from __future__ import annotations
@@ -180,6 +180,17 @@ def inspect_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-env", default="RAG_EVAL_MILVUS_TOKEN", help="environment variable holding the token")
 
 
+def labels_flags(p: argparse.ArgumentParser) -> None:
+    """``labels import MARKED --dataset DIR [--split NAME]``: the one action of ``labels`` so far."""
+    actions = p.add_subparsers(dest="labels_action", metavar="ACTION", required=True)
+    what = "add the fully marked queries of a labelling file to a data set: queries, span qrels, document qrels"
+    imported = actions.add_parser("import", help=what, description=what, epilog=PATHS)
+    global_flags(imported)
+    imported.add_argument("marked", metavar="MARKED", help="a labelling file whose chunks a person graded (0, 1 or 2)")
+    imported.add_argument("--dataset", required=True, help="the BEIR data set directory the labels are added to")
+    imported.add_argument("--split", default="test", help="the qrels split the labels are added to (default test)")
+
+
 COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
     ("config", "validate a RagConfig (.properties or .toml) and print the effective settings", config_flags),
     ("ingest", "chunk, embed and write a data set into Milvus (reused when unchanged)", ingest_flags),
@@ -199,6 +210,7 @@ COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
         "describe a collection built elsewhere (schema, index, rows, load state) and suggest its [collection] table",
         inspect_flags,
     ),
+    ("labels", "turn a marked labelling file of traffic queries into a data set's labels: labels import", labels_flags),
 )
 CLUSTER_COMMANDS = ("run", "nightly", "compare")  # their comparisons (and query batches) can run on Dask workers
 

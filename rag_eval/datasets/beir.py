@@ -407,3 +407,26 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
         spans=tuple(spans) if spans is not None else None,
         checksum=digest.hexdigest(),
     )
+
+
+def load_documents_and_queries(path: str | Path) -> tuple[dict[str, Document], dict[str, Query]]:
+    """The documents and queries of a BEIR directory, checked as :func:`load_beir` checks them, without reading
+    a split's qrels (for a tool that adds the labels of a split that may not exist yet).
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "corpus.jsonl").write_text('{"_id": "d1", "text": "Hello."}\\n')
+    >>> _ = (d / "queries.jsonl").write_text('{"_id": "q1", "text": "hi"}\\n')
+    >>> docs, queries = load_documents_and_queries(d)
+    >>> (docs["d1"].text, queries["q1"].text)
+    ('Hello.', 'hi')
+    """
+    root = Path(path)
+    digest, problems = hashlib.sha256(), _Problems()
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        if not (root / name).is_file():
+            raise DatasetError("missing file", path=str(root / name))
+    docs = read_documents(root / "corpus.jsonl", digest, problems)
+    queries = read_queries(root / "queries.jsonl", digest, problems)
+    problems.raise_if_any()
+    return docs, queries
