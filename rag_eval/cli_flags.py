@@ -181,8 +181,16 @@ def inspect_flags(p: argparse.ArgumentParser) -> None:
 
 
 def labels_flags(p: argparse.ArgumentParser) -> None:
-    """``labels import MARKED --dataset DIR [--split NAME]``: the one action of ``labels`` so far."""
+    """``labels next RUN_DIR --out FILE [--count N]`` (the query log queries to label next) and ``labels import
+    MARKED --dataset DIR [--split NAME]`` (a marked labelling file into a data set's labels)."""
     actions = p.add_subparsers(dest="labels_action", metavar="ACTION", required=True)
+    what = "write the labelling file of a run's query log queries the configs disagree on most"
+    picked = actions.add_parser("next", help=what, description=what, epilog=PATHS)
+    global_flags(picked)
+    picked.add_argument("run_dir", metavar="RUN_DIR", help="a run directory of an experiment with [traffic]")
+    picked.add_argument("--out", required=True, help="the labelling file to write (JSON lines; never overwritten)")
+    picked.add_argument("--count", type=int, default=50, help="queries to pick (default 50)")
+    picked.add_argument("--force", action="store_true", help="overwrite an existing labelling file (marks are lost)")
     what = "add the fully marked queries of a labelling file to a data set: queries, span qrels, document qrels"
     imported = actions.add_parser("import", help=what, description=what, epilog=PATHS)
     global_flags(imported)

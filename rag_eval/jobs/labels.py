@@ -15,19 +15,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rag_eval.core.errors import RunDirectoryError
+from rag_eval.core.errors import ConfigError, ConfigProblem, RunDirectoryError
 from rag_eval.metrics.labelfree import PREFIX, baseline_of, overlap_values
 from rag_eval.rundir.reader import FinishedRun, read_parquet
 from rag_eval.rundir.rows import TRAFFIC
 from rag_eval.rundir.texts import TEXTS_FILE
 from rag_eval.traffic.labelling import Candidate, ChunkText, Delivered, select_for_labelling, write_labelling_file
 
+MAX_COUNT = 100_000  # queries a labelling file may offer
 ROW_COLUMNS = ("query_id", "config", "origin", "query_text", "occurrences", "member_chunks")
 
 
 def next_to_label(run_dir: str | Path, out: str | Path, *, count: int, force: bool = False) -> tuple[Path, int, int]:
     """Write the labelling file of the ``count`` query log queries to label next; (its path, queries picked,
     query log queries the run holds)."""
+    if isinstance(count, bool) or not 1 <= count <= MAX_COUNT:
+        raise ConfigError([ConfigProblem("--count", f"expected 1 to {MAX_COUNT:,} queries, got {count}")])
     run = FinishedRun.read(run_dir)
     if not run.manifest.get("traffic"):
         raise RunDirectoryError("this run replayed no query log ([traffic]): nothing to pick from", path=str(run.dir))

@@ -144,7 +144,7 @@ def test_the_labelling_file_offers_the_most_contested_log_queries(runs: dict[str
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        ('{"query": "fine"}\n{"query": "broken\n', "line 2"),
+        ('{"query": "fine"}\n{"query": "broken\n', "bad.jsonl:2:"),
         ('{"q": "no such field"}\n', "query"),
     ],
 )
