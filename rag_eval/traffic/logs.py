@@ -140,7 +140,7 @@ def read_traffic(spec: TrafficSpec) -> Traffic:
     problems = spec_problems(spec)
     if problems:
         raise ConfigError(problems, path=str(spec.path))
-    path = spec.path
+    path = Path(spec.path)
     check_file(path)
     fmt = spec.format or detect_format(path)
     fields = Fields(text=spec.text, ident=spec.id, category=spec.category)

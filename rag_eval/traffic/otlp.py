@@ -177,19 +177,22 @@ def _items(value: object, field: str, where: tuple[str, int]) -> list[Any]:
     return value
 
 
+def _object(value: object, field: str, where: tuple[str, int]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DatasetError(
+            f"an entry must be an object, not {quoted(value, 60)}", path=where[0], line=where[1], field=field
+        )
+    return value
+
+
 def _spans_and_candidates(
     export: dict[str, Any], fields: Fields, *, where: tuple[str, int]
 ) -> Iterator[tuple[_Span, _Candidate | None]]:
     for resource in _items(export["resourceSpans"], "resourceSpans", where):
-        scopes = (
-            resource.get("scopeSpans", resource.get("instrumentationLibrarySpans")) if isinstance(resource, dict) else 0
-        )
-        for scope in _items(scopes, "scopeSpans", where):
-            spans = scope.get("spans") if isinstance(scope, dict) else 0
-            for span in _items(spans, "spans", where):
-                if not isinstance(span, dict):
-                    raise DatasetError("a span must be an object", path=where[0], line=where[1], field="spans")
-                yield _read_span(span, fields, where)
+        scopes = _object(resource, "resourceSpans", where)
+        for scope in _items(scopes.get("scopeSpans", scopes.get("instrumentationLibrarySpans")), "scopeSpans", where):
+            for span in _items(_object(scope, "scopeSpans", where).get("spans"), "spans", where):
+                yield _read_span(_object(span, "spans", where), fields, where)
 
 
 def _read_span(span: dict[str, Any], fields: Fields, where: tuple[str, int]) -> tuple[_Span, _Candidate | None]:

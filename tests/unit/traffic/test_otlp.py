@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
+import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rag_eval.core.errors import DatasetError
 from rag_eval.traffic import otlp
@@ -215,6 +219,9 @@ def test_malformed_attributes_and_spans_are_refused(tmp_path: Path) -> None:
     assert _refused(_write(tmp_path / "b.json", _export(span))).field == "attributes"
     bad = {"resourceSpans": [{"scopeSpans": [{"spans": "x"}]}]}
     assert _refused(_write(tmp_path / "c.json", bad), format="otlp").field == "spans"
+    assert _refused(_write(tmp_path / "e.json", {"resourceSpans": [3]}), format="otlp").field == "resourceSpans"
+    bad_scope = {"resourceSpans": [{"scopeSpans": ["x"]}]}
+    assert _refused(_write(tmp_path / "f.json", bad_scope), format="otlp").field == "scopeSpans"
     bad_id = _retriever("01", "a")
     bad_id["spanId"] = 5
     assert _refused(_write(tmp_path / "d.json", _export(bad_id))).field == "spanId"
@@ -229,3 +236,36 @@ def test_the_attribute_names_are_openinferences() -> None:
     assert otlp.TOOL_NAME == attrs.TOOL_NAME
     assert kinds.RETRIEVER.value == otlp.RETRIEVER and kinds.TOOL.value == otlp.TOOL
     assert semconv.OpenInferenceMimeTypeValues.JSON.value == otlp.JSON_MIME
+
+
+def _norm(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+_TEXTS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12).filter(_norm)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pool=st.lists(_TEXTS, min_size=1, max_size=6, unique=True),
+    picks=st.lists(st.tuples(st.integers(0, 5), st.booleans(), st.integers(1, 3)), min_size=1, max_size=20),
+)
+def test_traces_count_what_a_counter_counts(
+    tmp_path: Path, pool: list[str], picks: list[tuple[int, bool, int]]
+) -> None:
+    """Each pick is one request: a bare retrieval, or a tool call with its own retrieval inside; written in
+    exports of ``batch`` spans a line, the inner retrieval before its tool span."""
+    texts = [pool[i % len(pool)] for i, _, _ in picks]
+    spans = []
+    for n, ((_, as_tool, _), text) in enumerate(zip(picks, texts, strict=True)):
+        if as_tool:
+            spans.append(_retriever(f"{n:08x}00000002", text, parent=f"{n:08x}00000001"))
+            spans.append(_tool(f"{n:08x}00000001", json.dumps({"query": text})))
+        else:
+            spans.append(_retriever(f"{n:08x}00000003", text))
+    batch = picks[0][2]
+    exports = [_export(*spans[i : i + batch]) for i in range(0, len(spans), batch)]
+    traffic = _read(_write(tmp_path / "t.otlp.jsonl", *exports))
+    assert Counter({_norm(q.text): q.count for q in traffic.queries}) == Counter(_norm(t) for t in texts)
+    assert [_norm(q.text) for q in traffic.queries] == list(dict.fromkeys(_norm(t) for t in texts))
+    assert traffic.skipped["retriever inside a lookup_knowledge call"] == sum(tool for _, tool, _ in picks)
