@@ -103,8 +103,10 @@ def rbo(a: Keys, b: Keys, p: float = 0.9) -> float:
 def overlap_frame(baseline: Sequence[Keys], candidate: Sequence[Keys], p: float = 0.9) -> dict[str, FloatArray]:
     """The four measures of each query pair (``baseline[i]`` against ``candidate[i]``) as float columns:
     ``changed`` and ``top_changed`` (0.0 or 1.0), ``jaccard`` and ``rbo``: the values :func:`changed`,
-    :func:`top_changed`, :func:`jaccard` and :func:`rbo` give, pair by pair, the last two computed column-wise
-    (each key coded as an integer once, one sort finds each pair's common keys and repeats).
+    :func:`top_changed`, :func:`jaccard` and :func:`rbo` give, pair by pair. ``changed`` compares the lists one
+    by one; the other three are computed column-wise: each key is coded once by its hash (two different keys of
+    a pair with the same hash are found, and the keys then numbered exactly), and one sort finds each pair's
+    common keys and each list's repeats (its time: docs/traffic.md).
 
     >>> frame = overlap_frame([["a", "b"], [], ["a"]], [["a", "b"], ["x"], ["b", "a"]])
     >>> {name: values.round(12).tolist() for name, values in frame.items()}  # doctest: +NORMALIZE_WHITESPACE
@@ -128,7 +130,7 @@ def overlap_frame(baseline: Sequence[Keys], candidate: Sequence[Keys], p: float 
         "changed": np.fromiter(map(operator.ne, map(list, baseline), map(list, candidate)), np.float64, count=n),
         "jaccard": np.where(union == 0, 1.0, common / np.maximum(union, 1)),
         "rbo": _rbo_columns(np.minimum(size_b, size_c), np.maximum(size_b, size_c), common_pair, common_depth, p),
-        "top_changed": np.fromiter(map(top_changed, baseline, candidate), dtype=np.float64, count=n),
+        "top_changed": _top_changed(size_b, size_c, common_pair[common_depth == 0]),
     }
 
 
@@ -225,8 +227,17 @@ class _Coded:
         return lengths[:n], lengths[n:], self.list_of[in_candidate] - n, depth
 
 
+def _top_changed(size_b: IntArray, size_c: IntArray, same_top: IntArray) -> FloatArray:
+    """1.0 where the first keys differ: a common key at depth 0 is both lists' first."""
+    changed_top = (size_b > 0) != (size_c > 0)
+    both = (size_b > 0) & (size_c > 0)
+    both[same_top] = False
+    return np.asarray(changed_top | both, dtype=np.float64)
+
+
 def _all_equal(flat: list[str], left: IntArray, right: IntArray) -> bool:
-    return all(map(operator.eq, map(flat.__getitem__, left.tolist()), map(flat.__getitem__, right.tolist())))
+    keys = np.fromiter(flat, dtype=object, count=len(flat))  # the keys themselves, compared with ==
+    return bool(np.all(keys[left] == keys[right]))
 
 
 def _rbo_columns(s: IntArray, l: IntArray, common_pair: IntArray, common_depth: IntArray, p: float) -> FloatArray:  # noqa: E741
