@@ -162,7 +162,7 @@ def _overlaps(short: list[str], long_: list[str]) -> list[int]:
     for d, key in enumerate(long_):
         seen_long.add(key)
         if d < len(short):
-            x += (short[d] in seen_long) + (key in seen_short)  # seen_short before short[d]: a tie counts once
+            x += (short[d] in seen_long) + (key in seen_short)  # a key at depth d in both counts once
             seen_short.add(short[d])
         else:
             x += key in seen_short
