@@ -23,6 +23,7 @@ and a prefix score exactly 1.0 and lists with no common key exactly 0.0, not 1 o
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from itertools import chain
 from typing import Any
@@ -32,7 +33,6 @@ import numpy as np
 Keys = Sequence[str]
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
-BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 
 
 def changed(a: Keys, b: Keys) -> bool:
@@ -102,9 +102,11 @@ def rbo(a: Keys, b: Keys, p: float = 0.9) -> float:
 
 def overlap_frame(baseline: Sequence[Keys], candidate: Sequence[Keys], p: float = 0.9) -> dict[str, FloatArray]:
     """The four measures of each query pair (``baseline[i]`` against ``candidate[i]``) as float columns:
-    ``changed`` and ``top_changed`` (0.0 or 1.0), ``jaccard`` and ``rbo``; the values of :func:`changed`,
-    :func:`top_changed`, :func:`jaccard` and :func:`rbo`, computed column-wise (keys coded as integers once,
-    one sort matches each pair's common keys).
+    ``changed`` and ``top_changed`` (0.0 or 1.0), ``jaccard`` and ``rbo``: the values :func:`changed`,
+    :func:`top_changed`, :func:`jaccard` and :func:`rbo` give, pair by pair. ``changed`` compares the lists one
+    by one; the other three are computed column-wise: each key is coded once by its hash (two different keys of
+    a pair with the same hash are found, and the keys then numbered exactly), and one sort finds each pair's
+    common keys and each list's repeats (its time: docs/traffic.md).
 
     >>> frame = overlap_frame([["a", "b"], [], ["a"]], [["a", "b"], ["x"], ["b", "a"]])
     >>> {name: values.round(12).tolist() for name, values in frame.items()}  # doctest: +NORMALIZE_WHITESPACE
@@ -114,23 +116,21 @@ def overlap_frame(baseline: Sequence[Keys], candidate: Sequence[Keys], p: float 
     check_p(p)
     if len(baseline) != len(candidate):
         raise ValueError(f"{len(baseline)} baseline lists against {len(candidate)} candidate lists: one per query pair")
-    for lists in (baseline, candidate):
-        if any(isinstance(keys, str) for keys in lists):
-            raise TypeError("each delivered list must be a sequence of keys, not one string")
+    if str in set(map(type, chain(baseline, candidate))):
+        raise TypeError("each delivered list must be a sequence of keys, not one string")
     n = len(baseline)
-    if n == 0:
-        return {name: np.zeros(0) for name in ("changed", "jaccard", "rbo", "top_changed")}
-    coded = _Coded.of(baseline, candidate)
-    ranks, common_pair, common_depth = coded.distinct_and_common()
-    lengths = np.bincount(coded.list_of[ranks >= 0], minlength=2 * n)
-    size_b, size_c = lengths[:n], lengths[n:]
+    matched = _Coded.of(baseline, candidate, exact=False).distinct_and_common()
+    if matched is None:  # two keys of one pair with the same hash: code them exactly instead
+        matched = _Coded.of(baseline, candidate, exact=True).distinct_and_common()
+    assert matched is not None  # exact codes are never refused
+    size_b, size_c, common_pair, common_depth = matched
     common = np.bincount(common_pair, minlength=n)
     union = size_b + size_c - common
     return {
-        "changed": coded.changed().astype(np.float64),
+        "changed": np.fromiter(map(operator.ne, map(list, baseline), map(list, candidate)), np.float64, count=n),
         "jaccard": np.where(union == 0, 1.0, common / np.maximum(union, 1)),
         "rbo": _rbo_columns(np.minimum(size_b, size_c), np.maximum(size_b, size_c), common_pair, common_depth, p),
-        "top_changed": coded.top_changed().astype(np.float64),
+        "top_changed": _top_changed(size_b, size_c, common_pair[common_depth == 0]),
     }
 
 
@@ -162,7 +162,7 @@ def _overlaps(short: list[str], long_: list[str]) -> list[int]:
     for d, key in enumerate(long_):
         seen_long.add(key)
         if d < len(short):
-            x += (short[d] in seen_long) + (key in seen_short)  # seen_short before short[d]: a tie counts once
+            x += (short[d] in seen_long) + (key in seen_short)  # a key at depth d in both counts once
             seen_short.add(short[d])
         else:
             x += key in seen_short
@@ -178,60 +178,66 @@ def _clip(value: float) -> float:
 
 
 class _Coded:
-    """Every key of both sides as an integer code, flat: the baseline's lists first, then the candidate's
-    (list ``i`` is pair ``i`` for i < n, pair ``i - n`` after)."""
+    """Every key of both sides, flat (the baseline's lists, then the candidate's: list ``i`` belongs to pair
+    ``i mod n``), each with an integer that holds its pair in the high bits and its key's code in the low ones."""
 
-    def __init__(self, codes: IntArray, raw_lengths: IntArray) -> None:
-        self.n = len(raw_lengths) // 2
-        self.codes, self.raw_lengths = codes, raw_lengths
+    def __init__(self, flat: list[str], codes: IntArray, raw_lengths: IntArray, *, exact: bool) -> None:
+        self.n, self.flat, self.exact = len(raw_lengths) // 2, flat, exact
+        self.raw_lengths = raw_lengths
         self.starts = np.concatenate(([0], np.cumsum(raw_lengths)[:-1])).astype(np.int64)
         self.list_of = np.repeat(np.arange(2 * self.n, dtype=np.int64), raw_lengths)
+        shift = 62 - max(self.n, 1).bit_length()
+        self.keys = ((self.list_of % max(self.n, 1)) << shift) | (codes & ((1 << shift) - 1))
 
     @classmethod
-    def of(cls, baseline: Sequence[Keys], candidate: Sequence[Keys]) -> _Coded:
+    def of(cls, baseline: Sequence[Keys], candidate: Sequence[Keys], *, exact: bool) -> _Coded:
+        """Codes from Python's ``hash`` (fast; a collision is found and refused later) or, ``exact``, numbered."""
         flat = list(chain.from_iterable(chain(baseline, candidate)))
-        table = dict(zip(dict.fromkeys(flat), range(len(flat)), strict=False))
-        codes = np.fromiter(map(table.__getitem__, flat), dtype=np.int64, count=len(flat))
+        if exact:
+            table = dict(zip(dict.fromkeys(flat), range(len(flat)), strict=False))
+            codes = np.fromiter(map(table.__getitem__, flat), dtype=np.int64, count=len(flat))
+        else:
+            codes = np.fromiter(map(hash, flat), dtype=np.int64, count=len(flat))
         lengths = np.fromiter(map(len, chain(baseline, candidate)), dtype=np.int64, count=2 * len(baseline))
-        return cls(codes, lengths)
+        return cls(flat, codes, lengths, exact=exact)
 
-    def distinct_and_common(self) -> tuple[IntArray, IntArray, IntArray]:
-        """Each key's rank in its list counting first occurrences only (-1 for a repeat); and for each key both
-        lists of a pair hold, the pair and the 0-based depth from which both prefixes hold it."""
-        size = len(self.codes)
+    def distinct_and_common(self) -> tuple[IntArray, IntArray, IntArray, IntArray] | None:
+        """The distinct lengths of the baseline's and the candidate's lists; for each key both lists of a pair
+        hold, the pair and the 0-based depth from which both prefixes hold it. None when two different keys of
+        one pair have the same code (possible with hashed codes only)."""
+        n, size = self.n, len(self.keys)
         if size == 0:
-            return (np.zeros(0, dtype=np.int64),) * 3
-        pair, side = self.list_of % self.n, self.list_of // self.n
-        key = pair * (int(self.codes.max(initial=0)) + 1) + self.codes  # (pair, key) as one integer
-        order = np.argsort(key, kind="stable")  # stable: the baseline's first, each list in its order
-        key, side_sorted = key[order], side[order]
-        new_key = np.r_[True, key[1:] != key[:-1]]
-        first = new_key | np.r_[True, side_sorted[1:] != side_sorted[:-1]]
+            none = np.zeros(n, dtype=np.int64)
+            return none, none, none[:0], none[:0]
+        order = np.argsort(self.keys, kind="stable")  # stable: the baseline's first, each list in its order
+        key, side = self.keys[order], self.list_of[order] >= n
+        same_key = np.r_[False, key[1:] == key[:-1]]
+        if not self.exact and not _all_equal(self.flat, order[np.flatnonzero(same_key) - 1], order[same_key]):
+            return None
+        first = ~same_key | np.r_[False, side[1:] != side[:-1]]  # a list's first occurrence of the key
         keep = np.zeros(size, dtype=bool)
         keep[order[first]] = True
         kept_before = np.cumsum(keep) - keep
-        ranks = np.where(keep, kept_before - kept_before[np.minimum(self.starts, size - 1)][self.list_of], -1)
-        group_start = np.maximum.accumulate(np.where(new_key, np.arange(size), 0))
-        both = np.flatnonzero(first & ~new_key)  # the candidate's first occurrence after the baseline's
+        ranks = kept_before - kept_before[np.minimum(self.starts, size - 1)][self.list_of]
+        group_start = np.maximum.accumulate(np.where(same_key, 0, np.arange(size)))
+        both = np.flatnonzero(first & same_key)  # the candidate's first occurrence after the baseline's
         in_baseline, in_candidate = order[group_start[both]], order[both]
-        return ranks, pair[in_candidate], np.maximum(ranks[in_baseline], ranks[in_candidate])
+        lengths = np.bincount(self.list_of[keep], minlength=2 * n)
+        depth = np.maximum(ranks[in_baseline], ranks[in_candidate])
+        return lengths[:n], lengths[n:], self.list_of[in_candidate] - n, depth
 
-    def changed(self) -> BoolArray:
-        n = self.n
-        same_length = self.raw_lengths[:n] == self.raw_lengths[n:]
-        in_candidate = self.list_of >= n
-        cand = np.flatnonzero(in_candidate & same_length[np.where(in_candidate, self.list_of - n, 0)])
-        pair = self.list_of[cand] - n
-        against = self.starts[pair] + (cand - self.starts[pair + n])  # the same position in the baseline's list
-        differing = np.bincount(pair[self.codes[cand] != self.codes[against]], minlength=n)
-        return np.asarray(~same_length | (differing > 0), dtype=np.bool_)
 
-    def top_changed(self) -> BoolArray:
-        n, nonempty = self.n, self.raw_lengths > 0
-        top = np.full(2 * n, -1, dtype=np.int64)
-        top[nonempty] = self.codes[self.starts[nonempty]]
-        both = nonempty[:n] & nonempty[n:]
-        return np.asarray(np.where(both, top[:n] != top[n:], nonempty[:n] != nonempty[n:]), dtype=np.bool_)
+def _top_changed(size_b: IntArray, size_c: IntArray, same_top: IntArray) -> FloatArray:
+    """1.0 where the first keys differ: a common key at depth 0 is both lists' first."""
+    changed_top = (size_b > 0) != (size_c > 0)
+    both = (size_b > 0) & (size_c > 0)
+    both[same_top] = False
+    return np.asarray(changed_top | both, dtype=np.float64)
+
+
+def _all_equal(flat: list[str], left: IntArray, right: IntArray) -> bool:
+    keys = np.fromiter(flat, dtype=object, count=len(flat))  # the keys themselves, compared with ==
+    return bool(np.all(keys[left] == keys[right]))
 
 
 def _rbo_columns(s: IntArray, l: IntArray, common_pair: IntArray, common_depth: IntArray, p: float) -> FloatArray:  # noqa: E741

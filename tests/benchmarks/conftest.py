@@ -214,6 +214,10 @@ def ratio_rows(medians: dict[str, float]) -> list[tuple[str, str, str, str]]:
             add(f"{what} / pytrec_eval, 100,000 x 20, paired rounds: wall (CPU)", wall / theirs,
                 f"x{wall / theirs:.2f} (x{cpu / theirs_cpu:.2f}; {wall:.2f} / {theirs:.2f} s)", f"<= x{bound:g}",
                 wall / theirs <= bound)  # fmt: skip
+    pairs = m.get("overlap[100000]")
+    if pairs:
+        add("label-free overlap of 100,000 payload pairs of 5-10 keys (overlap_frame: changed, Jaccard, RBO)",
+            pairs, f"{pairs:.2f} s", "<= 2 s", pairs <= 2.0)  # fmt: skip
     resolution = m.get("resolution[1000x50]")
     if resolution:
         add("labels of a collection built elsewhere: 1,000 documents x 50 rows located", resolution,
