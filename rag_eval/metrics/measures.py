@@ -23,7 +23,7 @@ from rag_eval.metrics import perquery
 from rag_eval.metrics.columns import flat_values
 from rag_eval.metrics.perquery import COPY, SAME_TEXT, doc_of
 from rag_eval.metrics.registry import LATENCY_STAGES, MISSION, Measure, measure_names
-from rag_eval.rundir.rows import LABELLED, LATENCY_COLUMNS, SCHEMA, TRAFFIC
+from rag_eval.rundir.rows import LABELLED, LATENCY_COLUMNS, SCHEMA
 
 __all__ = [
     "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "declared_values", "doc_of", "doc_ranking",
@@ -153,22 +153,9 @@ def arrow_batches(rows: Rows, columns: Sequence[str]) -> Iterator[pa.Table]:
 
 
 def of_origin(rows: Rows, origin: str, columns: Sequence[str]) -> Iterator[pa.Table]:
-    """The rows of one origin (``labelled``: a data set's queries; ``traffic``: a query log's), ``columns``
-    only, as :func:`arrow_batches` gives them; a run written before queries had an origin is all labelled.
-
-    >>> t = pd.DataFrame({"query_id": ["q1", "t1"], "origin": ["labelled", "traffic"]})
-    >>> [b.column("query_id").to_pylist() for b in of_origin(t, "traffic", ["query_id"])]
-    [['t1']]
-    >>> [b.num_rows for b in of_origin(t.drop(columns="origin"), "labelled", ["query_id"])]
-    [2]
-    """
-    for batch in arrow_batches(rows, tuple(dict.fromkeys((*columns, "origin")))):
-        if "origin" in batch.column_names:
-            traffic = pc.fill_null(pc.equal(batch.column("origin"), TRAFFIC), False)
-            batch = batch.filter(traffic if origin == TRAFFIC else pc.invert(traffic))
-        elif origin == TRAFFIC:
-            batch = batch.slice(0, 0)
-        yield batch.select([c for c in columns if c in batch.column_names])
+    """The rows of one origin, ``columns`` only, as :func:`arrow_batches` gives them (see
+    :func:`rag_eval.metrics.perquery.of_origin`)."""
+    return perquery.of_origin(arrow_batches(rows, tuple(dict.fromkeys((*columns, "origin")))), origin, columns)
 
 
 def summarize(

@@ -36,6 +36,7 @@ from rag_eval.metrics.columns import (
     rank_in_row,
 )
 from rag_eval.metrics.registry import measure_names
+from rag_eval.rundir.rows import TRAFFIC
 from rag_eval.threads import ordered_map
 
 COPY = "re-ingested copy"
@@ -99,6 +100,25 @@ def rebatched(parts: Iterable[pa.Table | pa.RecordBatch], rows: int = BATCH_ROWS
             pending, count = [], 0
     if pending:
         yield pa.concat_tables(pending).combine_chunks()
+
+
+def of_origin(batches: Iterable[pa.Table], origin: str, columns: Sequence[str]) -> Iterator[pa.Table]:
+    """The rows of ``batches`` of one origin (``labelled``: a data set's queries; ``traffic``: a query log's),
+    ``columns`` only; rows written before queries had an origin (no column, or a missing value) are labelled.
+
+    >>> t = pa.table({"query_id": ["q1", "t1", "q2"], "origin": ["labelled", "traffic", None]})
+    >>> [b.column("query_id").to_pylist() for b in of_origin([t], "traffic", ["query_id"])]
+    [['t1']]
+    >>> [b.num_rows for b in of_origin([t.drop(["origin"])], "labelled", ["query_id"])]
+    [3]
+    """
+    for batch in batches:
+        if "origin" in batch.column_names:
+            traffic = pc.fill_null(pc.equal(batch.column("origin"), TRAFFIC), False)
+            batch = batch.filter(traffic if origin == TRAFFIC else pc.invert(traffic))
+        elif origin == TRAFFIC:
+            batch = batch.slice(0, 0)
+        yield batch.select([c for c in columns if c in batch.column_names])
 
 
 def _in_batches(rows: pa.Table | Iterable[pa.Table | pa.RecordBatch]) -> Iterable[pa.Table]:

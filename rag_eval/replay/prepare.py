@@ -23,8 +23,8 @@ from rag_eval.embed.precomputed import query_vector_file
 from rag_eval.embed.vector_files import EmbeddingCache, VectorFile
 from rag_eval.existing.preflight import Existing, resolve_existing
 from rag_eval.experiment import Experiment
-from rag_eval.traffic.logs import Traffic, read_traffic
 from rag_eval.ingest.collection import IngestResult, IngestRow, IngestSource, ensure_collection, plan_rows
+from rag_eval.traffic.logs import Traffic, read_traffic
 
 TRAFFIC_ID_PREFIX = "traffic:"
 REGENERATE_HINT = "run `make embeddings` (or `rag-eval embed DATASET`) to rebuild them"

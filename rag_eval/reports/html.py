@@ -41,9 +41,9 @@ from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.rundata import ReportData, load_run
-from rag_eval.reports.traffic import traffic_section
 from rag_eval.reports.tables import config_diff, metric_table, verdict
 from rag_eval.reports.templating import environment
+from rag_eval.reports.traffic import traffic_section
 
 REPORT_FILE = "report.html"
 

@@ -25,10 +25,10 @@ from rag_eval.metrics.perquery import KIND_LABELS
 from rag_eval.metrics.registry import IDENTITY_TABLE, LATENCY_STAGES
 from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.existing import resolution_rows
-from rag_eval.reports.traffic import figure_rows
 from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.tables import verdict
 from rag_eval.reports.templating import environment
+from rag_eval.reports.traffic import figure_rows
 
 KEY_KINDS = tuple(str(kind) for kind in KIND_LABELS)
 _AFTER = IDENTITY_TABLE.index("content_duplicate_rate_same_text") + 1  # then the content duplicates by key kind

@@ -166,8 +166,11 @@ def test_a_noisy_comparison_that_cannot_detect_the_threshold_is_underpowered() -
                              family=1)  # fmt: skip
     assert result.message == (
         "underpowered: 10 units cannot detect a drop of 0.05 at alpha 0.05 and 80% power (smallest detectable "
-        "0.1401), and the one-sided 95% bound 0.1017 does not rule one out; observed 0.01, interval [-0.01, 0.03]"
+        "0.1401), and the one-sided 95% bound 0.1017 does not rule one out; about 123 units would decide it if the "
+        "change stays 0.01; observed 0.01, interval [-0.01, 0.03]"
     )
+    # the gap to decide is 0.05 - 0.01 = 0.04: 10 * (0.140079 / 0.04) ** 2 = 122.6 -> 123 units
+    assert result.units_needed == 123
 
 
 def test_a_change_too_near_the_threshold_is_underpowered_though_detectable() -> None:
@@ -176,8 +179,10 @@ def test_a_change_too_near_the_threshold_is_underpowered_though_detectable() -> 
                              family=1)  # fmt: skip
     assert result.message == (
         "underpowered: the one-sided 95% bound 0.05833 does not rule out a drop beyond 0.05, nor is one shown "
-        "(smallest detectable at 80% power: 0.02802); observed 0.04, interval [0.02, 0.06]"
+        "(smallest detectable at 80% power: 0.02802); about 79 units would decide it if the change stays 0.04; "
+        "observed 0.04, interval [0.02, 0.06]"
     )
+    assert result.units_needed == 79  # 10 * (0.028016 / (0.05 - 0.04)) ** 2 = 78.5 -> 79
 
 
 def test_a_relative_threshold_is_a_share_of_the_baseline() -> None:
