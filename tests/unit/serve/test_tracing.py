@@ -234,3 +234,14 @@ def test_a_failing_transform_marks_the_tool_span(provider: TracerProvider, expor
         traced(provider)(None)  # type: ignore[arg-type]
     (span,) = exporter.get_finished_spans()
     assert span.name == "lookup_knowledge" and span.status.status_code == StatusCode.ERROR
+
+
+def test_without_documents_the_retriever_keeps_its_query_only(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    payload = traced(provider, capture_output=False, capture_documents=False)("replica lag")
+    spans = by_name(exporter.get_finished_spans())
+    search = dict(spans["knowledge_search"].attributes or {})
+    assert search == {"openinference.span.kind": "RETRIEVER", "input.value": "replica lag",
+                      "input.mime_type": "text/plain"}  # fmt: skip
+    assert payload.excerpts and spans["knowledge_search"].status.status_code == StatusCode.OK
