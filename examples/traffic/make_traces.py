@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -105,18 +106,11 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def make_traces(args: argparse.Namespace) -> Made:
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
     from rag_eval.core.config import RagConfig
-    from rag_eval.core.lookup import LookupKnowledge
     from rag_eval.experiment import Overrides, load_experiment, with_overrides
     from rag_eval.replay.prepare import Progress, ingest_collection, prepare
     from rag_eval.replay.strategies import encoder
     from rag_eval.search.milvus import MilvusSearch
-    from rag_eval.serve.otlp_file import OtlpJsonFileExporter
-    from rag_eval.serve.tracing import TracedLookup
 
     exp = with_overrides(load_experiment(EXPERIMENT), Overrides(milvus_uri=args.milvus_uri))
     if args.cache_dir is not None:
@@ -125,38 +119,57 @@ def make_traces(args: argparse.Namespace) -> Made:
     texts = [q.text for q in prep.dataset.queries.values()][: args.limit]
     _check_vectors(prep, texts)
     counts = call_counts(len(texts), calls=args.calls, seed=args.seed, exponent=args.exponent)
-    order = call_order(counts, seed=args.seed)
+    calls = [texts[i] for i in call_order(counts, seed=args.seed)]
     collection = ingest_collection(exp, prep, Progress(quiet=args.quiet))
     config = RagConfig.from_properties_file(CONFIG)
-
     args.out.parent.mkdir(parents=True, exist_ok=True)
     partial = args.out.with_name(args.out.name + ".partial")
     partial.unlink(missing_ok=True)
-    exporter = OtlpJsonFileExporter(partial)
-    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
-    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=2 * len(order) + 2048))
     try:
         with MilvusSearch(collection.target, encoder(prep.resolver)) as port:
-            tool = TracedLookup(LookupKnowledge(port, config), provider.get_tracer("rag_eval.serve"),
-                                capture_output=not args.without_output,
-                                capture_documents=not args.without_documents)  # fmt: skip
-            for i in order:
-                tool.lookup_knowledge(texts[i])
-        provider.shutdown()  # exports what is queued, then closes the file
-        if exporter.exported != 2 * len(order) or exporter.failed:
-            raise SystemExit(f"{args.out}: {exporter.exported} spans written of {2 * len(order)}: not replaced")
+            spans = _traced_calls(port, config, calls, partial, args)
+        if spans != 2 * len(calls):
+            raise SystemExit(f"{args.out}: {spans} spans written of {2 * len(calls)}: not replaced")
         os.replace(partial, args.out)
     finally:
         partial.unlink(missing_ok=True)
-    return Made(calls=len(order), queries=len(texts), spans=exporter.exported, path=args.out)
+    return Made(calls=len(calls), queries=len(texts), spans=spans, path=args.out)
 
 
-def _check_vectors(prep: object, texts: list[str]) -> None:
+def _traced_calls(port: Any, config: Any, calls: list[str], path: Path, args: argparse.Namespace) -> int:
+    """Call the traced tool with each of ``calls``, its spans into ``path``; the spans written (all of them
+    are flushed and the file closed, whatever happens)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from rag_eval.core.lookup import LookupKnowledge
+    from rag_eval.serve.otlp_file import OtlpJsonFileExporter
+    from rag_eval.serve.tracing import TracedLookup
+
+    exporter = OtlpJsonFileExporter(path)
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=2 * len(calls) + 2048))
+    tool = TracedLookup(
+        LookupKnowledge(port, config),
+        provider.get_tracer("rag_eval.serve"),
+        capture_output=not args.without_output,
+        capture_documents=not args.without_documents,
+    )
+    try:
+        for query in calls:
+            tool.lookup_knowledge(query)
+    finally:
+        provider.shutdown()  # exports what is queued, then closes the file
+    return exporter.exported  # a batch that could not be written is not counted
+
+
+def _check_vectors(prep: Any, texts: list[str]) -> None:
     """Every chunk and query has a stored vector: nothing is embedded (no model, no network)."""
     from rag_eval.core.transform import KnowledgeQueryTransformer
 
     transform = KnowledgeQueryTransformer().transform
-    resolver, chunks = prep.resolver, prep.corpus.chunks  # type: ignore[attr-defined]
+    resolver, chunks = prep.resolver, prep.corpus.chunks
     missing = resolver.missing([c.content for c in chunks]) + resolver.missing(
         [transform(t).normalized_query for t in texts]
     )
@@ -166,8 +179,14 @@ def _check_vectors(prep: object, texts: list[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from rag_eval.core.errors import RagEvalError
+
     args = arguments(argv)
-    made = make_traces(args)
+    try:
+        made = make_traces(args)
+    except RagEvalError as exc:  # bad input (2) or Milvus (3): one line, no file written
+        print(f"make_traces: {exc}", file=sys.stderr)
+        return exc.exit_code
     if not args.quiet:
         size = made.path.stat().st_size
         print(f"{made.path}: {made.calls} calls of {made.queries} queries, {made.spans} spans, {size:,} bytes")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -245,3 +246,24 @@ def test_without_documents_the_retriever_keeps_its_query_only(
     assert search == {"openinference.span.kind": "RETRIEVER", "input.value": "replica lag",
                       "input.mime_type": "text/plain"}  # fmt: skip
     assert payload.excerpts and spans["knowledge_search"].status.status_code == StatusCode.OK
+
+
+class SlowPort(PortBase):
+    """The in-memory port, each search 20 ms slower."""
+
+    def __init__(self) -> None:
+        self.inner = InMemorySearch.from_rows(ROWS, encoder)
+
+    def search(self, request: KnowledgeSearchRequest) -> tuple[KnowledgeSearchHit, ...]:
+        time.sleep(0.02)
+        return self.inner.search(request)
+
+
+def test_the_search_is_timed_around_the_ports_call_inside_its_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    record = TracedLookup(LookupKnowledge(SlowPort()), provider.get_tracer("t")).run("replica lag")
+    search = by_name(exporter.get_finished_spans())["knowledge_search"]
+    assert search.start_time is not None and search.end_time is not None
+    assert 20_000_000 <= record.timings.search_ns <= search.end_time - search.start_time
+    assert record.timings.transform_ns > 0 and record.timings.postprocess_ns > 0
