@@ -93,15 +93,22 @@ def payload_json(payload: ProjectedPayload) -> str:
 
 
 def document_attributes(hits: Sequence[KnowledgeSearchHit], *, content: bool) -> dict[str, AttributeValue]:
-    """``retrieval.documents.{i}.document.id`` and ``.score`` of each hit, in the port's order, and its
-    ``.content`` when ``content``.
+    """``retrieval.documents.{i}.document.id`` and ``.score`` of each hit (``i`` its place in the port's
+    order), and its ``.content`` when ``content``; the last hit first.
 
-    >>> hit = KnowledgeSearchHit(id="42", content="Check the SQL thread.", score=0.5)
-    >>> document_attributes([hit], content=False)
-    {'retrieval.documents.0.document.id': '42', 'retrieval.documents.0.document.score': 0.5}
+    A span holds at most the SDK's attribute count limit (128 unless the provider's ``SpanLimits`` or
+    ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` say otherwise: 41 hits with their texts) and drops the oldest
+    attribute to take a new one: set in this order, the lowest-ranked hits go first.
+
+    >>> hits = [KnowledgeSearchHit(id=str(i), content="text", score=1 - i / 4) for i in range(2)]
+    >>> attributes = document_attributes(hits, content=False)
+    >>> [key.removeprefix("retrieval.documents.") for key in attributes]
+    ['1.document.id', '1.document.score', '0.document.id', '0.document.score']
+    >>> attributes["retrieval.documents.0.document.id"], attributes["retrieval.documents.0.document.score"]
+    ('0', 1.0)
     """
     out: dict[str, AttributeValue] = {}
-    for i, hit in enumerate(hits):
+    for i, hit in reversed(list(enumerate(hits))):
         out[f"{_DOCS}.{i}.{DocumentAttributes.DOCUMENT_ID}"] = hit.id
         out[f"{_DOCS}.{i}.{DocumentAttributes.DOCUMENT_SCORE}"] = hit.score
         if content:
@@ -192,6 +199,7 @@ class TracedLookup:
                 raise
             if self.capture_documents:
                 span.set_attributes(document_attributes(hits, content=self.captures_output))
+                span.set_attributes(attributes)  # set again, the newest: never the ones a full span drops
             span.set_status(_OK)
         return hits, t1 - t0
 

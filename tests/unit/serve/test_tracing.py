@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -267,3 +267,19 @@ def test_the_search_is_timed_around_the_ports_call_inside_its_span(
     assert search.start_time is not None and search.end_time is not None
     assert 20_000_000 <= record.timings.search_ns <= search.end_time - search.start_time
     assert record.timings.transform_ns > 0 and record.timings.postprocess_ns > 0
+
+
+def test_a_full_span_drops_the_lowest_ranked_hits_never_its_kind_or_query(exporter: InMemorySpanExporter) -> None:
+    """The SDK drops a span's oldest attribute to take one past its limit (here 20: the 9 hits' 27 and 3)."""
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=20))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    record = traced(provider).run("replica lag")
+    search = by_name(exporter.get_finished_spans())["knowledge_search"]
+    kept = dict(search.attributes or {})
+    assert len(kept) == 20 and search.dropped_attributes == 13  # 3 + 27 set, then the 3 again
+    assert kept["openinference.span.kind"] == "RETRIEVER" and kept["input.value"] == "replica lag"
+    for i in range(5):  # the best five hits whole, the rest dropped from the last up
+        assert kept[f"retrieval.documents.{i}.document.id"] == record.hits[i].id
+        assert kept[f"retrieval.documents.{i}.document.content"] == record.hits[i].content
+    assert not [k for k in kept if k.startswith(("retrieval.documents.6.", "retrieval.documents.8."))]
+    provider.shutdown()
