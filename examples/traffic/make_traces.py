@@ -158,8 +158,8 @@ def _traced_calls(port: Any, config: Any, calls: list[str], path: Path, args: ar
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     from rag_eval.core.lookup import LookupKnowledge
-    from rag_eval.serve.otlp_file import OtlpJsonFileExporter
     from rag_eval.serve.tracing import TracedLookup
+    from rag_eval.traffic.otlp_export import OtlpJsonFileExporter
 
     exporter = OtlpJsonFileExporter(path)
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
