@@ -3,8 +3,11 @@
 called with the shipped data set's queries as production traffic asks them.
 
     python examples/traffic/make_traces.py [--out datasets/incident-kb/traffic/lookup-traces.otlp.jsonl]
-                                           [--calls 1000] [--seed 1] [--limit N] [--without-output]
+                                           [--calls 1000] [--seed 1] [--exponent 1.0] [--limit N]
+                                           [--without-output] [--without-documents]
                                            [--milvus-uri FILE] [--cache-dir DIR] [--quiet]
+
+``make traces`` writes the shipped file with ``--without-output --without-documents`` (examples/traffic/README.md).
 
 The collection is the default experiment's (``datasets/incident-kb/experiments/default.toml``), built or
 reused on Milvus Lite exactly as ``rag-eval run`` builds it (``prepare``, ``ingest_collection``), and
