@@ -3,6 +3,7 @@
 #   make test        every test (unit, Milvus Lite, a real Milvus server, ClapNQ when present; the dev tools)
 #   make existing    a collection built elsewhere (LangChain's ingest, into a Lite file), replayed as it is
 #   make traffic     the default configs on recorded production traffic (a trace export, no labels) -> reports/traffic/
+#   make traces      the example trace file: the agent tool traced (OpenTelemetry, OpenInference) over the queries
 #   make nightly     the nightly job: run, compare with the accepted baseline, gate, append to the history
 #   make mutate      mutation testing of core, metrics and the run's rows (not part of make test; nightly)
 #   make infinity    the OpenAI-compatible model server the embedding tests start (.venv-infinity)
@@ -20,7 +21,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 # ClapNQ when the shared data sets are here, else the shipped knowledge base
 NIGHTLY_EXPERIMENT ?= $(if $(wildcard $(SHARED_DATASETS)/clapnq/corpus.jsonl),tests/experiments/clapnq-nightly.toml --dataset $(SHARED_DATASETS)/clapnq,datasets/incident-kb/experiments/nightly.toml)
 
-.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory mutate eval traffic existing nightly embeddings dataset clean
+.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory mutate eval traffic existing traces nightly embeddings dataset clean
 
 # the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
 $(RUNTIME_STAMP): pyproject.toml
@@ -94,6 +95,18 @@ $(EXISTING_DB): | $(EXAMPLE_STAMP)
 
 existing: $(EXAMPLE_STAMP) $(EXISTING_DB)
 	$(BIN)/rag-eval run datasets/incident-kb/experiments/existing.toml --out reports/existing
+
+# the example trace file datasets/incident-kb/traffic/lookup-traces.otlp.jsonl (examples/traffic/README.md): the
+# agent tool traced with OpenTelemetry and OpenInference's conventions, 1,000 calls of the shipped queries on the
+# default experiment's Milvus Lite collection; the shipped file leaves out the payloads and the retrieved documents
+TRACE_STAMP := $(VENV)/.installed-trace
+
+$(TRACE_STAMP): $(RUNTIME_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[trace]'
+	@touch $(TRACE_STAMP)
+
+traces: $(TRACE_STAMP)
+	$(BIN)/python examples/traffic/make_traces.py --without-output --without-documents
 
 # exit code: the gates' (0 pass, 1 a gate failed, 2 bad input, 3 infrastructure); MILVUS_URI=http://host:19530
 # runs against a Milvus server instead of embedded Milvus Lite

@@ -12,7 +12,10 @@ import pytest
 
 from tests.conftest import ROOT
 
-HEAVY = ("pymilvus", "milvus_lite", "pandas", "pyarrow", "jinja2", "numpy", "scipy", "grpc", "javaproperties")
+HEAVY = (
+    *("pymilvus", "milvus_lite", "pandas", "pyarrow", "jinja2", "numpy", "scipy", "grpc", "javaproperties"),
+    *("opentelemetry", "openinference", "google"),  # the trace extra's (rag_eval.serve) and protobuf
+)
 
 
 def test_importing_core_loads_no_heavy_library_and_nothing_outside_core() -> None:
