@@ -16,7 +16,6 @@ file into the data set's queries and span qrels.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -27,7 +26,7 @@ from pathlib import Path
 from rag_eval.core.errors import DatasetError
 from rag_eval.datasets.chunking import Chunk
 from rag_eval.traffic.imports import ImportResult, import_labels
-from rag_eval.traffic.marks import normalise_query, query_id_problem
+from rag_eval.traffic.marks import json_line, normalise_query, query_id_problem
 
 # strata by how often a query occurs in the log: (lowest count, highest count or None, name)
 STRATA: tuple[tuple[int, int | None, str], ...] = ((1, 1, "1"), (2, 9, "2-9"), (10, 99, "10-99"), (100, None, "100+"))
@@ -205,7 +204,7 @@ def labelling_lines(picked: Sequence[Candidate], chunks: Mapping[str, ChunkText]
                 "delivered_by": list(d.configs), "grade": None,
             })  # fmt: skip
         line = {"query_id": c.query_id, "query": c.text, "count": c.count, "disagreement": c.disagreement}
-        lines.append(json.dumps({**line, "chunks": entries}, ensure_ascii=False, allow_nan=False))
+        lines.append(json_line({**line, "chunks": entries}))
     return lines
 
 
