@@ -5,8 +5,9 @@ chunk graded 1 or 2 in ``qrels/<split>.spans.tsv`` (the chunk's offsets, score =
 judged document in ``qrels/<split>.tsv`` (the highest grade of its judged chunks, 0 when none is relevant). A query
 with a chunk still ungraded is skipped and reported, never half imported; one already in the data set with the
 same text and the same labels is skipped (importing a file twice changes nothing); one in ``queries.jsonl`` with
-the same text and no label in the split gets its labels; every other conflict is refused. All or nothing: the files are staged in a temporary directory inside the data set, the staged data set is
-loaded with :func:`~rag_eval.datasets.beir.load_beir`, and only then is each file renamed into place.
+the same text and no label in the split gets its labels; every other conflict is refused. All or nothing: the
+files are staged in a temporary directory inside the data set, the staged data set is loaded with
+:func:`~rag_eval.datasets.beir.load_beir`, and only then is each file renamed into place.
 """
 
 from __future__ import annotations

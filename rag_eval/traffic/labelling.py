@@ -16,6 +16,7 @@ file into the data set's queries and span qrels.
 
 from __future__ import annotations
 
+import operator
 import os
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -51,10 +52,22 @@ class Candidate:
     delivered: tuple[Delivered, ...]  # the union of the configs' delivered chunks, first-seen order
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+        # numpy scalars (a column of a frame) become Python's, which JSON writes
+        count = _integer(self.count) if not isinstance(self.count, bool) else None
+        if count is None or count < 1:
             raise ValueError(f"count of {self.query_id!r} must be an integer >= 1, got {self.count!r}")
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "disagreement", float(self.disagreement))
         if not 0.0 <= self.disagreement <= 1.0:  # NaN fails too
             raise ValueError(f"disagreement of {self.query_id!r} must be within [0, 1], got {self.disagreement!r}")
+
+
+def _integer(value: object) -> int | None:
+    """``value`` as a Python int when it is an integer of any kind (int, numpy.int64), else None."""
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +85,11 @@ class ChunkText:
         placed = (self.doc_id, self.start, self.end)
         if any(v is None for v in placed) and any(v is not None for v in placed):
             raise ValueError(f"doc_id, start and end are all given or all None, got {placed!r}")
+        for name in ("start", "end"):
+            if (value := getattr(self, name)) is not None:
+                if (offset := _integer(value)) is None or isinstance(value, bool):
+                    raise ValueError(f"{name} must be an integer, got {value!r}")
+                object.__setattr__(self, name, offset)
 
     @classmethod
     def of(cls, chunk: Chunk) -> ChunkText:
