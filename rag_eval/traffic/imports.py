@@ -4,25 +4,25 @@ Each fully marked query becomes a query of ``queries.jsonl`` (its id: the file's
 chunk graded 1 or 2 in ``qrels/<split>.spans.tsv`` (the chunk's offsets, score = grade) and a document qrel per
 judged document in ``qrels/<split>.tsv`` (the highest grade of its judged chunks, 0 when none is relevant). A query
 with a chunk still ungraded is skipped and reported, never half imported; one already in the data set with the
-same text and the same labels is skipped (importing a file twice changes nothing); every other conflict is
-refused. All or nothing: the files are staged in a temporary directory inside the data set, the staged data set is
-loaded with :func:`~rag_eval.datasets.beir.load_beir`, and only then is each file renamed into place.
+same text and the same labels is skipped (importing a file twice changes nothing); one in ``queries.jsonl`` with
+the same text and no label in the split gets its labels; every other conflict is refused. All or nothing: the
+files are staged in a temporary directory inside the data set, the staged data set is loaded with
+:func:`~rag_eval.datasets.beir.load_beir`, and only then is each file renamed into place.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rag_eval.core.errors import DatasetError, quoted
 from rag_eval.datasets.beir import Document, Query, load_beir, load_documents_and_queries, split_problem
-from rag_eval.traffic.marks import MarkedQuery, normalise_query, read_marked
+from rag_eval.traffic.marks import MarkedQuery, json_line, normalise_query, read_marked
 
 QRELS_HEADER = "query-id\tcorpus-id\tscore\n"
 SPANS_HEADER = "query-id\tcorpus-id\tstart\tend\tscore\n"
@@ -111,8 +111,10 @@ def _existing(root: Path, split: str) -> _Existing:
     )
 
 
-def _is_known(query: MarkedQuery, known: _Existing, texts: Mapping[str, str], marked: Path) -> bool:
-    """True when ``query`` is in the data set with the same text and labels; refused when it is there otherwise."""
+def _standing(query: MarkedQuery, known: _Existing, texts: Mapping[str, str], marked: Path) -> str:
+    """``"new"``; ``"unlabelled"``: in ``queries.jsonl`` with the same text and no label in the split (a query of
+    another split, or an import cut short between its files); ``"same"``: there with the same text and labels.
+    Refused when it is there otherwise."""
     path, line = str(marked), query.line
     other = known.queries.get(query.query_id)
     if other is None:
@@ -124,7 +126,7 @@ def _is_known(query: MarkedQuery, known: _Existing, texts: Mapping[str, str], ma
                 line=line,
                 field="query",
             )
-        return False
+        return "new"
     if other.text != query.text:
         raise DatasetError(
             f"query id {quoted(query.query_id)} is in the data set with another text ({quoted(other.text)})",
@@ -132,18 +134,18 @@ def _is_known(query: MarkedQuery, known: _Existing, texts: Mapping[str, str], ma
             line=line,
             field="query_id",
         )
-    if (
-        known.spans.get(query.query_id, frozenset()) != query.spans()
-        or dict(known.grades.get(query.query_id, {})) != query.document_grades()
-    ):
-        raise DatasetError(
-            f"query {quoted(query.query_id)} is in the data set with other labels; the import adds queries and "
-            "never changes labels: edit the qrels files to change them",
-            path=path,
-            line=line,
-            field="chunks",
-        )
-    return True
+    spans, grades = known.spans.get(query.query_id, frozenset()), dict(known.grades.get(query.query_id, {}))
+    if (spans, grades) == (query.spans(), query.document_grades()):
+        return "same"
+    if not spans and not grades:
+        return "unlabelled"
+    raise DatasetError(
+        f"query {quoted(query.query_id)} is in the data set with other labels; the import adds labels and never "
+        "changes them: edit the qrels files to change them",
+        path=path,
+        line=line,
+        field="chunks",
+    )
 
 
 def import_labels(marked: str | Path, dataset_dir: str | Path, *, split: str = "test") -> ImportResult:
@@ -155,17 +157,21 @@ def import_labels(marked: str | Path, dataset_dir: str | Path, *, split: str = "
     queries = read_marked(path, known.documents)
     texts = {normalise_query(q.text): qid for qid, q in known.queries.items()}
     added: list[MarkedQuery] = []
+    present: set[str] = set()  # of ``added``: in queries.jsonl already
     skipped: list[str] = []
     waiting: list[str] = []
     for query in queries:
-        if not query.fully_marked:
+        standing = _standing(query, known, texts, path) if query.fully_marked else "waiting"
+        if standing == "waiting":
             waiting.append(query.query_id)
-        elif _is_known(query, known, texts, path):
+        elif standing == "same":
             skipped.append(query.query_id)
         else:
             added.append(query)
+            if standing == "unlabelled":
+                present.add(query.query_id)
     if added:
-        _write(root, split, added)
+        _write(root, split, added, present)
     return ImportResult(
         added=tuple(q.query_id for q in added),
         nothing_relevant=tuple(q.query_id for q in added if not q.spans()),
@@ -177,13 +183,15 @@ def import_labels(marked: str | Path, dataset_dir: str | Path, *, split: str = "
     )
 
 
-def _lines(added: Sequence[MarkedQuery]) -> tuple[str, str, str]:
-    """The lines the import appends to queries.jsonl, the span qrels and the document qrels."""
+def _lines(added: Sequence[MarkedQuery], present: Collection[str]) -> tuple[str, str, str]:
+    """The lines the import appends to queries.jsonl (but for the ``present`` ones), the span qrels and the
+    document qrels."""
     queries: list[str] = []
     spans: list[str] = []
     docs: list[str] = []
     for q in added:
-        queries.append(json.dumps({"_id": q.query_id, "text": q.text, "metadata": {"origin": "traffic"}}))
+        if q.query_id not in present:
+            queries.append(json_line({"_id": q.query_id, "text": q.text, "metadata": {"origin": "traffic"}}))
         spans.extend(f"{q.query_id}\t{d}\t{s}\t{e}\t{g}\n" for d, s, e, g in sorted(q.spans()))
         docs.extend(f"{q.query_id}\t{d}\t{g}\n" for d, g in q.document_grades().items())
     return "".join(line + "\n" for line in queries), "".join(spans), "".join(docs)
@@ -210,10 +218,10 @@ def _stage(source: Path, staged: Path, header: str, lines: str) -> None:
     os.chmod(staged, mode)
 
 
-def _write(root: Path, split: str, added: Sequence[MarkedQuery]) -> None:
+def _write(root: Path, split: str, added: Sequence[MarkedQuery], present: Collection[str]) -> None:
     """Stage the three files, load the staged data set, then rename them into place: the queries first, so the
     data set loads at every step."""
-    query_lines, span_lines, doc_lines = _lines(added)
+    query_lines, span_lines, doc_lines = _lines(added, present)
     names = ("queries.jsonl", f"qrels/{split}.spans.tsv", f"qrels/{split}.tsv")
     headers = ("", SPANS_HEADER, QRELS_HEADER)
     staging = Path(tempfile.mkdtemp(prefix=".labels-import-", dir=root))

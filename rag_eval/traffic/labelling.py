@@ -16,7 +16,7 @@ file into the data set's queries and span qrels.
 
 from __future__ import annotations
 
-import json
+import operator
 import os
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -27,7 +27,7 @@ from pathlib import Path
 from rag_eval.core.errors import DatasetError
 from rag_eval.datasets.chunking import Chunk
 from rag_eval.traffic.imports import ImportResult, import_labels
-from rag_eval.traffic.marks import normalise_query, query_id_problem
+from rag_eval.traffic.marks import json_line, normalise_query, query_id_problem
 
 # strata by how often a query occurs in the log: (lowest count, highest count or None, name)
 STRATA: tuple[tuple[int, int | None, str], ...] = ((1, 1, "1"), (2, 9, "2-9"), (10, 99, "10-99"), (100, None, "100+"))
@@ -52,10 +52,22 @@ class Candidate:
     delivered: tuple[Delivered, ...]  # the union of the configs' delivered chunks, first-seen order
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+        # numpy scalars (a column of a frame) become Python's, which JSON writes
+        count = _integer(self.count) if not isinstance(self.count, bool) else None
+        if count is None or count < 1:
             raise ValueError(f"count of {self.query_id!r} must be an integer >= 1, got {self.count!r}")
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "disagreement", float(self.disagreement))
         if not 0.0 <= self.disagreement <= 1.0:  # NaN fails too
             raise ValueError(f"disagreement of {self.query_id!r} must be within [0, 1], got {self.disagreement!r}")
+
+
+def _integer(value: object) -> int | None:
+    """``value`` as a Python int when it is an integer of any kind (int, numpy.int64), else None."""
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +85,11 @@ class ChunkText:
         placed = (self.doc_id, self.start, self.end)
         if any(v is None for v in placed) and any(v is not None for v in placed):
             raise ValueError(f"doc_id, start and end are all given or all None, got {placed!r}")
+        for name in ("start", "end"):
+            if (value := getattr(self, name)) is not None:
+                if (offset := _integer(value)) is None or isinstance(value, bool):
+                    raise ValueError(f"{name} must be an integer, got {value!r}")
+                object.__setattr__(self, name, offset)
 
     @classmethod
     def of(cls, chunk: Chunk) -> ChunkText:
@@ -205,7 +222,7 @@ def labelling_lines(picked: Sequence[Candidate], chunks: Mapping[str, ChunkText]
                 "delivered_by": list(d.configs), "grade": None,
             })  # fmt: skip
         line = {"query_id": c.query_id, "query": c.text, "count": c.count, "disagreement": c.disagreement}
-        lines.append(json.dumps({**line, "chunks": entries}, ensure_ascii=False, allow_nan=False))
+        lines.append(json_line({**line, "chunks": entries}))
     return lines
 
 

@@ -38,6 +38,18 @@ def normalise_query(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split()).casefold()
 
 
+def json_line(obj: Any) -> str:
+    r"""``obj`` as one line of JSON, non-ASCII kept but for the line and paragraph separators (U+2028, U+2029),
+    escaped so that no editor or reader splitting lines the Unicode way cuts the line.
+
+    >>> json_line({"q": "a\u2028b é"})
+    '{"q": "a\\u2028b é"}'
+    """
+    return (
+        json.dumps(obj, ensure_ascii=False, allow_nan=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    )
+
+
 def _controls(text: str, allowed: str = "") -> bool:
     return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
 

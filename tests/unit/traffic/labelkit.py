@@ -63,7 +63,7 @@ def labelling_file(path: Path) -> Path:
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
 def write_lines(path: Path, rows: list[dict[str, Any]]) -> Path:

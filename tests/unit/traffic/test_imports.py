@@ -160,3 +160,25 @@ def test_the_command_names_the_file_line_and_field_and_exits_2(
     assert snapshot(kb) == before
     assert cli.main(["labels", "import", str(tmp_path / "missing.jsonl"), "--dataset", str(kb)]) == 2
     assert "missing.jsonl: cannot read" in capsys.readouterr().err
+
+
+def test_a_query_of_another_split_gets_its_labels_in_this_one_without_a_second_line(kb: Path, tmp_path: Path) -> None:
+    """Also what an import cut short between its files leaves: the query in queries.jsonl, no label yet."""
+    marked = marked_file(tmp_path)
+    import_labels(marked, kb, split="test")
+    queries = (kb / "queries.jsonl").read_bytes()
+    result = import_labels(marked, kb, split="traffic")
+    assert result.added == ("t-lag", "t-none") and (kb / "queries.jsonl").read_bytes() == queries
+    data = load_beir(kb, "traffic")
+    assert {s.query_id for s in data.spans or ()} == {"t-lag"} and data.relevant_docs()["t-lag"] == {DOC_A: 2}
+    assert import_labels(marked, kb, split="traffic").skipped == ("t-lag", "t-none")
+
+
+def test_line_separators_in_a_query_stay_inside_its_json_line(kb: Path, tmp_path: Path) -> None:
+    rows = read_lines(marked_file(tmp_path))
+    rows[0]["query"] = "replica lag\u2028after the backup\u2029job"
+    marked = write_lines(tmp_path / "m.jsonl", rows)
+    import_labels(marked, kb, split="test")
+    last = (kb / "queries.jsonl").read_text(encoding="utf-8").split("\n")[-3]
+    assert "\u2028" not in last and "\\u2028" in last
+    assert load_beir(kb).queries["t-lag"].text == "replica lag\u2028after the backup\u2029job"

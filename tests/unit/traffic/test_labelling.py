@@ -268,3 +268,18 @@ def test_no_candidate_is_lost_or_counted_twice_by_the_screen() -> None:
     s = screen(c, ["z"])
     assert s.labelled + s.duplicates + s.agreed + len(s.eligible) == len(c)
     assert Counter(e.query_id for e in s.eligible) == Counter({"b": 1})
+
+
+def test_numpy_numbers_become_pythons_so_the_file_can_be_written(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    c = Candidate(query_id="n", text="q", count=np.int64(3), disagreement=np.float32(0.5),
+                  delivered=(Delivered(chunk="d#chunk-0", configs=("a",)),))  # fmt: skip
+    assert type(c.count) is int and type(c.disagreement) is float
+    where = ChunkText(doc_id="d", start=np.int64(0), end=np.int32(4), text="abcd")
+    assert (type(where.start), type(where.end)) == (int, int)
+    path = write_labelling_file(tmp_path / "l.jsonl", [c], {"d#chunk-0": where})
+    assert json.loads(path.read_text())["chunks"][0]["end"] == 4
+    with pytest.raises(ValueError, match="count"):
+        cand("b", True, 0.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="start must be an integer"):
+        ChunkText(doc_id="d", start=1.5, end=4, text="abcd")  # type: ignore[arg-type]
