@@ -259,15 +259,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_labels(args: argparse.Namespace) -> int:
-    if args.labels_action == "next":
-        from rag_eval.jobs.labels import next_to_label
+    from rag_eval.jobs.labels import labels_command
 
-        path, picked, of = next_to_label(args.run_dir, args.out, count=args.count, force=args.force)
-        print(f"{path}: {picked} of {of} query log queries to label, the most contested first")
-        return EXIT_OK
-    from rag_eval.traffic.labelling import import_labels
-
-    print(import_labels(Path(args.marked), Path(args.dataset), split=args.split).summary())
+    print(labels_command(args.labels_action, vars(args)))
     return EXIT_OK
 
 

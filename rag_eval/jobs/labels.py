@@ -20,15 +20,37 @@ from rag_eval.metrics.labelfree import PREFIX, baseline_of, overlap_values
 from rag_eval.rundir.reader import FinishedRun, read_parquet
 from rag_eval.rundir.rows import TRAFFIC
 from rag_eval.rundir.texts import TEXTS_FILE
-from rag_eval.traffic.labelling import Candidate, ChunkText, Delivered, select_for_labelling, write_labelling_file
+from rag_eval.traffic.labelling import (
+    Candidate,
+    ChunkText,
+    Delivered,
+    Screened,
+    import_labels,
+    screen,
+    select_for_labelling,
+    write_labelling_file,
+)
 
 MAX_COUNT = 100_000  # queries a labelling file may offer
 ROW_COLUMNS = ("query_id", "config", "origin", "query_text", "occurrences", "member_chunks")
 
 
-def next_to_label(run_dir: str | Path, out: str | Path, *, count: int, force: bool = False) -> tuple[Path, int, int]:
-    """Write the labelling file of the ``count`` query log queries to label next; (its path, queries picked,
-    query log queries the run holds)."""
+def labels_command(action: str, flags: Mapping[str, Any]) -> str:
+    """``rag-eval labels next`` or ``labels import``, given its flags: the line it prints."""
+    if action == "next":
+        path, picked, screened = next_to_label(flags["run_dir"], flags["out"], count=flags["count"],
+                                               force=flags["force"])  # fmt: skip
+        return (f"{path}: {picked} query log queries to label, the most contested first (of {len(screened.eligible)} "
+                f"eligible; left out: {screened.labelled} already in the data set, {screened.duplicates} the same "
+                f"text as another, {screened.agreed} where every config delivered the baseline's payload)")  # fmt: skip
+    return import_labels(Path(flags["marked"]), Path(flags["dataset"]), split=flags["split"]).summary()
+
+
+def next_to_label(
+    run_dir: str | Path, out: str | Path, *, count: int, force: bool = False
+) -> tuple[Path, int, Screened]:
+    """Write the labelling file of the ``count`` query log queries to label next; (its path, queries picked, how
+    many of the run's query log queries could be picked and why the others could not)."""
     if isinstance(count, bool) or not 1 <= count <= MAX_COUNT:
         raise ConfigError([ConfigProblem("--count", f"expected 1 to {MAX_COUNT:,} queries, got {count}")])
     run = FinishedRun.read(run_dir)
@@ -41,7 +63,7 @@ def next_to_label(run_dir: str | Path, out: str | Path, *, count: int, force: bo
     candidates = candidates_of(traffic, configs)
     picked = select_for_labelling(candidates, count=count, labelled_texts=labelled_texts)
     path = write_labelling_file(out, picked, chunk_texts(run.dir / TEXTS_FILE), force=force)
-    return path, len(picked), len(candidates)
+    return path, len(picked), screen(candidates, labelled_texts)
 
 
 def candidates_of(traffic: pd.DataFrame, configs: Sequence[Mapping[str, Any]]) -> list[Candidate]:

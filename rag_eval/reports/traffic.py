@@ -6,7 +6,7 @@ Query texts can be personal data: with ``show_text = false`` in ``[traffic]`` a 
 text in report.html and report.md (the run directory keeps the text the replay needs; docs/guarantees.md).
 
 >>> shown_query("why is the replica behind", show=False)
-'query #3f5c0d1a4f27'
+'query #62e8f1e1f64f'
 >>> shown_query("why is the replica behind", show=True)
 'why is the replica behind'
 """

@@ -168,6 +168,8 @@ def per_query_table(
         "query_index": pa.array(np.arange(offset, offset + n, dtype=np.int32)),
         "query_text": pa.array([f"query {i}" for i in range(offset, offset + n)]),
         "judged": pa.array(np.ones(n, dtype=bool)),
+        "origin": pa.array(["labelled"] * n),
+        "occurrences": pa.array(np.ones(n, dtype=np.int32)),
         "returned_keys": _lists(member_keys, width, n),
         "returned_doc_ids": _lists(pa.array(stored_doc), width, n),
         "returned_ranks": _lists(pa.array(np.tile(np.arange(1, width + 1, dtype=np.int32), n)), width, n),

@@ -127,9 +127,10 @@ def test_query_texts_stay_out_of_the_reports_when_asked(runs: dict[str, Any]) ->
 
 def test_the_labelling_file_offers_the_most_contested_log_queries(runs: dict[str, Any]) -> None:
     out = runs["root"] / "to-label.jsonl"
-    path, picked, of = next_to_label(runs["logged"].out, out, count=5)
+    path, picked, screened = next_to_label(runs["logged"].out, out, count=5)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(lines) == picked == 5 and of == 30
+    assert len(lines) == picked == 5
+    assert len(screened.eligible) + screened.labelled + screened.duplicates + screened.agreed == 30
     docs = {d["_id"]: d["text"] for d in map(json.loads, (SHIPPED / "corpus.jsonl").read_text().splitlines())}
     assert all(line["query_id"].startswith("traffic:") and line["disagreement"] > 0 for line in lines)
     for line in lines:

@@ -54,6 +54,8 @@ def test_every_column_of_a_row() -> None:
         "query_index": 7,
         "query_text": "why is the replica behind",
         "judged": True,
+        "origin": "labelled",  # a data set's query (a query log's would be "traffic", with its count)
+        "occurrences": 1,
         "returned_keys": ["d#chunk-0", "vector:3", "rank:4"],
         "returned_doc_ids": ["d", "", ""],
         "returned_ranks": [1, 2, 3],

@@ -89,7 +89,8 @@ def test_a_legacy_configs_cap_when_the_evidence_configs_disagree_or_the_experime
 
 def prepared(level: str) -> Any:
     dataset = SimpleNamespace(checksum="sum", split="dev")
-    return cast(Any, SimpleNamespace(dataset=dataset, labels=SimpleNamespace(level=level), existing=None))
+    return cast(Any, SimpleNamespace(dataset=dataset, labels=SimpleNamespace(level=level), existing=None,
+                                     traffic=None, traffic_queries=list))
 
 
 def test_what_pairs_a_run_with_an_earlier_one() -> None:

@@ -136,6 +136,7 @@ def test_the_manifest_records_the_data_the_collection_and_the_versions() -> None
         ),
         corpus=SimpleNamespace(chunks=(1, 2, 3)),
         labels=SimpleNamespace(level="span"),
+        traffic=None,
     )
     replayed = SimpleNamespace(
         ingest=SimpleNamespace(

@@ -26,7 +26,7 @@ EXP = load_experiment(SHIPPED / "experiments" / "default.toml")
 def prepared(existing: Any = None, queries: dict[str, Query] | None = None, resolver: Any = None) -> Any:
     dataset = SimpleNamespace(checksum="sum", queries=queries or {})
     return cast(Any, SimpleNamespace(dataset=dataset, labels=SimpleNamespace(level="span"), existing=existing,
-                                     resolver=resolver))  # fmt: skip
+                                     resolver=resolver, traffic=None, traffic_queries=list))  # fmt: skip
 
 
 def test_what_a_resumed_run_must_share_with_the_run_it_continues(monkeypatch: pytest.MonkeyPatch) -> None:
