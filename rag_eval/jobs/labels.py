@@ -106,13 +106,17 @@ def chunk_texts(path: Path) -> dict[str, ChunkText]:
         return {}
     texts = read_parquet(path)
     out: dict[str, ChunkText] = {}
-    for row in texts.itertuples(index=False):
-        placed = isinstance(row.doc_id, str) and bool(row.doc_id) and pd.notna(row.start) and pd.notna(row.end)
-        out[str(row.chunk)] = ChunkText(
-            doc_id=str(row.doc_id) if placed else None,
-            start=int(row.start) if placed else None,
-            end=int(row.end) if placed else None,
-            text=str(row.text) if isinstance(row.text, str) else None,
-            title=str(row.title) if isinstance(row.title, str) else "",
+    starts = texts["start"].to_numpy(dtype=float)
+    ends = texts["end"].to_numpy(dtype=float)
+    for i, (chunk, doc_id, text, title) in enumerate(
+        zip(texts["chunk"], texts["doc_id"], texts["text"], texts["title"], strict=True)
+    ):
+        placed = isinstance(doc_id, str) and bool(doc_id) and not np.isnan(starts[i]) and not np.isnan(ends[i])
+        out[str(chunk)] = ChunkText(
+            doc_id=str(doc_id) if placed else None,
+            start=int(starts[i]) if placed else None,
+            end=int(ends[i]) if placed else None,
+            text=str(text) if isinstance(text, str) else None,
+            title=str(title) if isinstance(title, str) else "",
         )
     return out

@@ -182,7 +182,7 @@ def _texts(data: ReportData) -> dict[str, str]:
     return dict(zip(data.texts["chunk"].astype(str), data.texts["text"].astype(str), strict=True))
 
 
-def _payload(row: Mapping[str, Any], texts: Mapping[str, str]) -> Payload:
+def _payload(row: Any, texts: Mapping[str, str]) -> Payload:
     keys = list(row["member_keys"] if row["member_keys"] is not None else [])
     chunks = list(row["member_chunks"] if row["member_chunks"] is not None else [])
     return Payload(chunks=[(k, _excerpt(texts.get(c, ""))) for k, c in zip(keys, chunks, strict=True)])

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ROOMS = ("compare", "experiment", "rundir", "ingest", "existing", "cluster", "replay", "loadtest", "serve")
+ROOMS = ("compare", "experiment", "rundir", "ingest", "existing", "cluster", "replay", "loadtest", "serve", "traffic")
 
 # module (relative to rag_eval/) -> the named test of its room that covers it (its file imports the module)
 COVERED_BY: dict[str, str] = {
