@@ -45,9 +45,12 @@ class Signature:
         group = c.max_chunks_per_document if spec.mode is SearchMode.GROUPED else 1
         return cls(spec.mode, c.category_filter, group)
 
-    def request(self, query: str, top_k: int) -> KnowledgeSearchRequest:
+    def request(self, query: str, top_k: int, category: str | None = None) -> KnowledgeSearchRequest:
+        """The search of ``query``; ``category``: a request's own category filter (a query log's), in place of
+        the config's."""
+        chosen = category if category is not None else self.category_filter
         return KnowledgeSearchRequest(
-            query=query, top_k=top_k, category_filter=self.category_filter, mode=self.mode, group_size=self.group_size
+            query=query, top_k=top_k, category_filter=chosen, mode=self.mode, group_size=self.group_size
         )
 
     def label(self) -> str:
@@ -168,7 +171,8 @@ class Replayer:
 
     def _timing(self, batch: Sequence[tuple[int, str, str]], hints: Sequence[QueryHints]) -> BatchTiming:
         timed = [j for j, (index, _, _) in enumerate(batch) if self._timed is None or index in self._timed]
-        return timed, self._time_searches([hints[j] for j in timed])
+        categories = self.truth.categories
+        return timed, self._time_searches([hints[j] for j in timed], [categories.get(batch[j][1]) for j in timed])
 
     def lookups(self, batch: Sequence[tuple[int, str, str]], timing: BatchTiming | None = None) -> Lookups:
         """Transform, retrieve (one batched search per signature), time the searches the plan picks
@@ -189,7 +193,8 @@ class Replayer:
         shared: dict[Signature, list[tuple[KnowledgeSearchHit, ...]]] = {}
         for sig, specs in self.signatures.items():
             width = max(s.config.retrieve_k for s in specs)
-            requests = [sig.request(h.normalized_query, width) for h in hints]
+            requests = [sig.request(h.normalized_query, width, self.truth.categories.get(qid))
+                        for h, (_, qid, _) in zip(hints, batch, strict=True)]  # fmt: skip
             shared[sig] = self._search_many(requests)
             self.tick("retrieve", len(batch))
 
@@ -267,7 +272,9 @@ class Replayer:
             return self.port.search_batch(requests)
         return [self.port.search(r) for r in requests]
 
-    def _time_searches(self, hints: Sequence[QueryHints]) -> dict[tuple[Signature, int], list[float]]:
+    def _time_searches(
+        self, hints: Sequence[QueryHints], categories: Sequence[str | None]
+    ) -> dict[tuple[Signature, int], list[float]]:
         """Each distinct search of the configs, timed for every query of ``hints``: serially, one
         query per call, microseconds (a warm-up of ``warmup`` searches first, once per search)."""
         out: dict[tuple[Signature, int], list[float]] = {}
@@ -278,12 +285,12 @@ class Replayer:
         for sig, specs in self.signatures.items():
             for k in sorted({s.config.retrieve_k for s in specs}):
                 if (sig, k) not in self._warmed:
-                    for h in list(hints)[: self.warmup]:
-                        self.port.search(sig.request(h.normalized_query, k))
+                    for h, category in list(zip(hints, categories, strict=True))[: self.warmup]:
+                        self.port.search(sig.request(h.normalized_query, k, category))
                     self._warmed.add((sig, k))
                 timings = []
-                for h in hints:
-                    request = sig.request(h.normalized_query, k)
+                for h, category in zip(hints, categories, strict=True):
+                    request = sig.request(h.normalized_query, k, category)
                     t0 = clock()
                     self.port.search(request)
                     timings.append((clock() - t0) / 1e3)

@@ -85,6 +85,12 @@ class Prepared:
         """The query log's queries as (id, text), after the data set's: ids prefixed ``traffic:``."""
         return [] if self.traffic is None else [(traffic_id(q.id), q.text) for q in self.traffic.queries]
 
+    def traffic_categories(self) -> dict[str, str]:
+        """The category filter a query log recorded for a request, by the query's id as replayed."""
+        if self.traffic is None:
+            return {}
+        return {traffic_id(q.id): q.category for q in self.traffic.queries if q.category is not None}
+
     def traffic_counts(self) -> dict[str, int]:
         """Each query log query's id (as replayed) -> how often it occurs in the log."""
         return {} if self.traffic is None else {traffic_id(q.id): q.count for q in self.traffic.queries}

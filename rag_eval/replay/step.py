@@ -88,7 +88,8 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
     progress, cluster, resume = how.progress or Progress(quiet=True), how.cluster, how.resume
     queries, texts = _queries(exp, prep, progress)
     truth = Truth(chunks=prep.chunk_of(), relevance=prep.labels.relevance, doc_relevance=prep.dataset.relevant_docs(),
-                  lost=prep.lost_evidence(), traffic=prep.traffic_counts())  # fmt: skip
+                  lost=prep.lost_evidence(), traffic=prep.traffic_counts(),
+                  categories=prep.traffic_categories())  # fmt: skip
     with MilvusStore(ingested.target) as ms:
         backend = ms.backend()
     # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing

@@ -108,7 +108,8 @@ class Truth:
 
     ``lost``: relevant chunks no row of the collection carries (evidence a collection built elsewhere does
     not hold); they stay relevant and are reported as lost ``not_in_collection``. ``traffic``: the queries
-    of a query log (no labels), by id, with how often each occurs.
+    of a query log (no labels), by id, with how often each occurs; ``categories``: the category filter a log
+    recorded for a request, searched with in place of the config's.
     """
 
     chunks: Mapping[str, str]  # vector id (as text) -> true chunk key
@@ -116,6 +117,7 @@ class Truth:
     doc_relevance: Mapping[str, Mapping[str, int]]  # query -> doc id -> grade
     lost: frozenset[str] = frozenset()
     traffic: Mapping[str, int] = field(default_factory=dict)  # a query log's query id -> its occurrences
+    categories: Mapping[str, str] = field(default_factory=dict)  # a query log's query id -> its request's filter
     # answers already given (a replay asks about the same rows again and again)
     _chunks: dict[str | None, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 

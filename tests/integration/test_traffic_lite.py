@@ -168,3 +168,29 @@ def test_a_malformed_log_is_refused_before_anything_runs(
     assert done.returncode == 2, done.stderr
     assert str(log) in done.stderr and words in done.stderr
     assert not (tmp_path / "run" / "per_query.parquet").exists()
+
+
+def test_a_requests_category_filter_is_replayed_as_its_filter(runs: dict[str, Any]) -> None:
+    root: Path = runs["root"]
+    log = root / "categories.jsonl"
+    asked = "the replica is far behind and the lock waits keep growing"
+    log.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"query": asked, "category": "replication"},
+        {"query": asked, "category": "locking"},
+        {"query": asked, "category": "locking"},
+        {"query": asked},
+    )))  # fmt: skip
+    exp = replace(runs["exp"], query_limit=5, traffic=TrafficSpec(path=log, category="category"))
+    result = jobs.run_experiment(exp, root / "categories")
+    rows = pd.read_parquet(result.out / "per_query.parquet")
+    traffic = rows[(rows["origin"] == "traffic") & (rows["config"] == "evidence")]
+    docs = {d["_id"]: d.get("metadata", {}).get("category")
+            for d in map(json.loads, (SHIPPED / "corpus.jsonl").read_text().splitlines())}  # fmt: skip
+    by_count = {int(r.occurrences): {docs[d] for d in r.member_doc_ids if d} for r in traffic.itertuples()}
+    assert len(traffic) == 3  # one text under two filters and none: three requests
+    assert by_count[2] == {"locking"}  # asked twice under "locking": only locking runbooks
+    filtered = [row for row in traffic.itertuples() if int(row.occurrences) == 1]
+    categories = sorted(tuple(sorted({docs[d] for d in r.member_doc_ids if d})) for r in filtered)
+    assert ("replication",) in categories  # the request filtered on replication
+    locking = next(list(r.member_keys) for r in traffic.itertuples() if int(r.occurrences) == 2)
+    assert all(list(r.member_keys) != locking for r in filtered)  # each filter its own search
