@@ -56,8 +56,8 @@ def _experiment(args: argparse.Namespace) -> Any:
         profile=args.profile,
         configs=configs,
         baseline=getattr(args, "baseline", None),
-        query_limit=getattr(args, "limit", None),
-        latency=getattr(args, "latency", None),
+        query_limit=getattr(args, "limit", None), latency=getattr(args, "latency", None),
+        traffic=getattr(args, "traffic", None),
         require_configs=args.func is not _cmd_ingest))
 
 

@@ -96,6 +96,8 @@ def run_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--baseline", help="name of the baseline config (default: the experiment's, else the first)")
     p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
+    p.add_argument("--traffic", metavar="LOG", help="a query log or trace export replayed too, without labels "
+                   "(in place of the experiment's [traffic] path; its other keys kept)")  # fmt: skip
     p.add_argument(
         "--latency",
         metavar="all|sample[:N]|off",

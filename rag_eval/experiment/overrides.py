@@ -30,6 +30,7 @@ from rag_eval.experiment.checks import (
 )
 from rag_eval.experiment.latency import TimingPlan
 from rag_eval.experiment.model import PROFILES, ConfigSpec, Experiment, slug_name
+from rag_eval.traffic.logs import TrafficSpec
 
 # The flag that sets each field (a problem with the field is then named by the flag)
 FLAGS: Mapping[str, str] = {
@@ -43,6 +44,7 @@ FLAGS: Mapping[str, str] = {
     "baseline": "--baseline",
     "query_limit": "--limit",
     "timing": "--latency",
+    "traffic": "--traffic",
 }
 
 
@@ -78,6 +80,7 @@ class Overrides:
     baseline: str | None = None
     query_limit: int | None = None
     latency: str | None = None
+    traffic: str | None = None  # a query log in place of [traffic]'s path (a [traffic] table of defaults if none)
     require_configs: bool = True  # an experiment without configs is refused
 
 
@@ -113,6 +116,11 @@ def with_overrides(exp: Experiment, overrides: Overrides | None = None) -> Exper
         changes["baseline"] = o.baseline or o.configs[0].name
     elif o.baseline is not None:
         changes["baseline"] = o.baseline
+    if o.traffic is not None and (why := path_problem(o.traffic)):
+        problems.append(ConfigProblem("--traffic", why))
+    elif o.traffic is not None:
+        path = Path(o.traffic).resolve()
+        changes["traffic"] = replace(exp.traffic, path=path) if exp.traffic is not None else TrafficSpec(path=path)
     if o.latency is not None:
         try:
             changes["timing"] = TimingPlan.parse(o.latency, exp.timing)

@@ -32,7 +32,7 @@ from rag_eval.traffic.labelling import (
 )
 
 MAX_COUNT = 100_000  # queries a labelling file may offer
-ROW_COLUMNS = ("query_id", "config", "origin", "query_text", "occurrences", "member_chunks")
+ROW_COLUMNS = ("query_id", "config", "origin", "judged", "query_text", "occurrences", "member_chunks")
 
 
 def labels_command(action: str, flags: Mapping[str, Any]) -> str:
@@ -59,7 +59,9 @@ def next_to_label(
     rows = read_parquet(run.dir / "per_query.parquet", ROW_COLUMNS)
     configs: Sequence[Mapping[str, Any]] = run.manifest.get("configs") or []
     traffic = rows[rows["origin"] == TRAFFIC].reset_index(drop=True)
-    labelled_texts = rows.loc[rows["origin"] != TRAFFIC, "query_text"].astype(str).unique().tolist()
+    # a data set's query without a label (ClapNQ's unanswered half) is not labelled yet: it may be picked
+    labelled = (rows["origin"] != TRAFFIC) & rows["judged"].fillna(False).astype(bool)
+    labelled_texts = rows.loc[labelled, "query_text"].astype(str).unique().tolist()
     candidates = candidates_of(traffic, configs)
     picked = select_for_labelling(candidates, count=count, labelled_texts=labelled_texts)
     path = write_labelling_file(out, picked, chunk_texts(run.dir / TEXTS_FILE), force=force)

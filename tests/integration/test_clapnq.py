@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rag_eval import jobs
@@ -98,3 +100,32 @@ def test_clapnq_aa_simulation_fires_in_at_most_alpha(clapnq_run: tuple[Experimen
     simulations = 200 if spec.startswith("latency") else 400  # percentiles cost more to resample
     run = ComparedRun.from_dir(result.out)
     assert at_most_alpha(aa_fire_rate(run, spec, "legacy-merge", "evidence", simulations=simulations), simulations)
+
+
+def test_clapnq_questions_as_traffic_beside_the_labelled_half(
+    clapnq_run: tuple[Experiment, jobs.RunResult], tmp_path: Path
+) -> None:
+    """ClapNQ's 600 real questions replayed as a query log (labels ignored) beside the labelled set: the
+    labelled measures do not move, and what to label next comes from the questions without a label."""
+    from rag_eval.jobs.labels import next_to_label
+    from rag_eval.traffic.logs import TrafficSpec
+
+    exp, result = clapnq_run
+    queries = exp.dataset_path / "queries.jsonl"
+    traffic = replace(exp, traffic=TrafficSpec(path=queries, text="text", id="_id"))
+    logged = jobs.run_experiment(traffic, tmp_path / "traffic")
+    skip = {"latency_us", "qps_serial", "search_latency", "traffic"}
+    for name, summary in result.summary["configs"].items():
+        assert {k: v for k, v in logged.summary["configs"][name].items() if k not in skip} == {
+            k: v for k, v in summary.items() if k not in skip}  # fmt: skip
+    texts = [json.loads(line)["text"] for line in queries.read_text().splitlines()]
+    assert logged.summary["traffic"]["requests"] == len(texts) == 600
+    evidence = logged.summary["configs"]["evidence"]["traffic"]
+    assert evidence["cap_compliance"] == 1.0 and evidence["duplicate_rate"] == 0.0
+    assert 0.0 < evidence["payload_changed"] <= 1.0
+    path, picked, screened = next_to_label(logged.out, tmp_path / "to-label.jsonl", count=20)
+    assert picked == 20 and screened.labelled == logged.summary["judged_queries"]
+    offered = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = pd.read_parquet(logged.out / "per_query.parquet", columns=["query_text", "judged", "origin"])
+    judged_texts = set(rows.loc[rows["judged"] & (rows["origin"] == "labelled"), "query_text"])
+    assert not {o["query"] for o in offered} & judged_texts  # only questions without a label are offered
