@@ -17,6 +17,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
+from rag_eval.experiment.latency import LatencyMode, TimingPlan
 from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.milvus import search
 from tests.conftest import ROOT, SHIPPED, shared_datasets_dir
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.milvus_lite
 
 
 FIRST_WIDTHS = search.first_widths
+NO_TIMING = TimingPlan(mode=LatencyMode.OFF)  # the rows are compared without their latency columns
 
 
 def _former_widths(top_k: int) -> tuple[int, int]:
@@ -64,7 +66,7 @@ def test_the_default_experiment_gives_the_rows_of_the_former_fetch(
 ) -> None:
     default = load_experiment(SHIPPED / "experiments" / "default.toml")
     exp = with_overrides(default, Overrides(milvus_uri=str(tmp_path / "m.db")))
-    exp = replace(exp, cache_dir=tmp_path / "cache")
+    exp = replace(exp, cache_dir=tmp_path / "cache", timing=NO_TIMING)
     former, now, limits = _both_fetches(exp, tmp_path, monkeypatch)
     assert len(now) == len(former) > 0
     pd.testing.assert_frame_equal(now, former)
@@ -83,7 +85,7 @@ def test_clapnq_gives_the_rows_of_the_former_fetch(tmp_path: Path, monkeypatch: 
     pytest.importorskip("sentence_transformers", reason="the embed extra is needed to embed ClapNQ once")
     exp = load_experiment(ROOT / "tests" / "experiments" / "clapnq.toml")
     exp = with_overrides(exp, Overrides(dataset=str(base / "clapnq"), milvus_uri=str(tmp_path / "m.db")))
-    exp = replace(exp, cache_dir=ROOT / "reports" / "cache" / "embeddings")
+    exp = replace(exp, cache_dir=ROOT / "reports" / "cache" / "embeddings", timing=NO_TIMING)
     former, now, _ = _both_fetches(exp, tmp_path, monkeypatch)
     assert len(now) == len(former) > 0
     pd.testing.assert_frame_equal(now, former)

@@ -20,6 +20,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
+from rag_eval.experiment.latency import LatencyMode, TimingPlan
 from rag_eval.jobs.labels import next_to_label
 from rag_eval.traffic.logs import TrafficSpec
 from tests.conftest import SHIPPED
@@ -49,7 +50,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = with_overrides(
         load_experiment(SHIPPED / "experiments" / "default.toml"), Overrides(milvus_uri=str(root / "milvus.db"))
     )
-    base = replace(base, cache_dir=root / "cache", query_limit=40,
+    base = replace(base, cache_dir=root / "cache", query_limit=40, timing=TimingPlan(mode=LatencyMode.OFF),
                    configs=tuple(c for c in base.configs if c.name in CONFIGS))  # fmt: skip
     records = _log(root / "log.jsonl")
     traffic = replace(base, traffic=TrafficSpec(path=root / "log.jsonl", id="request_id", show_text=False))
