@@ -51,6 +51,8 @@ from rag_eval.compare.verdicts import (
     decide,
 )
 from rag_eval.core.errors import RunDirectoryError
+from rag_eval.metrics.labelfree import against_payloads
+from rag_eval.metrics.registry import OVERLAP_MEASURES
 
 COMPARE_SCHEMA_VERSION = 1
 SCHEMA_KEYS = (
@@ -169,6 +171,8 @@ def _plan(
                     p.baseline, p.candidate, queries)
         for p in plan
     ]  # fmt: skip
+    if any(m.name in OVERLAP_NAMES for m in metrics):  # against another run: payloads against that run's
+        frames = [_against(f, p, run) if p.source == "against" else f for f, p in zip(frames, plan, strict=True)]
     return _Plan(
         run=run, against=against, gates=gates, queries=queries, left_out=(only_run, only_against), notes=all_notes,
         metrics=metrics, pairings=plan, settings=settings, configs=configs,
@@ -176,6 +180,16 @@ def _plan(
         units=[{m.name: unit_values(m, frames[i]) for m in metrics} for i in range(len(plan))],
         position=dict(zip(run.table["query_id"].astype(str), run.table["query_index"], strict=True)),
     )  # fmt: skip
+
+
+OVERLAP_NAMES = frozenset(m.name for m in OVERLAP_MEASURES)  # measured against a pairing's baseline payload
+
+
+def _against(frames: UnitFrames, pairing: _Pairing, run: ComparedRun) -> UnitFrames:
+    """A pairing with another run's config: the overlap measures between the two runs' payloads."""
+    payloads = (pairing.base_run.payloads(pairing.baseline), run.payloads(pairing.candidate))
+    base, cand = against_payloads(frames.baseline["query"], frames.candidate["query"], payloads)
+    return UnitFrames(baseline={**frames.baseline, "query": base}, candidate={**frames.candidate, "query": cand})
 
 
 def _measure(plan: _Plan, tasks: TaskMap) -> list[Measured]:
@@ -391,7 +405,9 @@ def _gates(
                 slots.append(result)
                 continue
             metric, paired = by_name[check.metric]
-            if isinstance(check, AbsoluteCheck):
+            if isinstance(check, AbsoluteCheck) and metric.name in OVERLAP_NAMES:  # against this pairing's baseline
+                slots.append(check.evaluate(_paired_value(metric, plan.units[i][metric.name])))
+            elif isinstance(check, AbsoluteCheck):
                 slots.append(check.evaluate(_own_value(metric, run, pairing.candidate)))
             else:
                 relative.append((i, check, metric, paired))
@@ -418,6 +434,14 @@ def _own_value(metric: Metric, run: ComparedRun, config: str) -> float:
         return math.nan
     values = rows.to_numpy(dtype=float)
     values = values if metric.kind == "rate" else values[:, 0]
+    return float(aggregate(metric.kind, values, metric.percentile)(np.arange(len(values))))
+
+
+def _paired_value(metric: Metric, units: Units) -> float:
+    """The candidate's value over the units of its pairing (an overlap with the pairing's baseline)."""
+    values = units.candidate
+    if len(values) == 0:
+        return math.nan
     return float(aggregate(metric.kind, values, metric.percentile)(np.arange(len(values))))
 
 

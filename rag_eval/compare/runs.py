@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from rag_eval.core.errors import RunDirectoryError
 from rag_eval.metrics import perquery
-from rag_eval.metrics.labelfree import traffic_values
+from rag_eval.metrics.labelfree import OVERLAP_COLUMNS, payloads_of, traffic_values
 from rag_eval.metrics.measures import SCALAR_COLUMNS, pair_frame, query_values
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.reader import FinishedRun
@@ -151,6 +151,10 @@ class ComparedRun:
     def has_traffic(self) -> bool:
         """Whether the run replayed a query log's queries too (measured apart: :mod:`rag_eval.metrics.labelfree`)."""
         return bool(self.manifest.get("traffic"))
+
+    def payloads(self, config: str) -> dict[str, list[str]]:
+        """The delivered chunk list of every query log query under ``config``, by query id."""
+        return payloads_of(self.table if self.rows is None else self.rows((*OVERLAP_COLUMNS, "origin")), config)
 
     @cached_property
     def values(self) -> pd.DataFrame:

@@ -117,6 +117,41 @@ def overlap_values(rows: Rows, configs: Sequence[Mapping[str, Any]]) -> pd.DataF
     return frame
 
 
+IDENTICAL = {"changed": 0.0, "jaccard": 1.0, "rbo": 1.0, "top_changed": 0.0}  # a payload against itself
+
+
+def payloads_of(rows: Rows, config: str) -> dict[str, list[str]]:
+    """The delivered chunk list of every query log query under ``config``, by query id."""
+    out: dict[str, list[str]] = {}
+    for batch in _traffic_batches(rows):
+        mine = [i for i, c in enumerate(batch.column("config").to_pylist()) if c == config]
+        ids, keys = batch.column("query_id").to_pylist(), batch.column("member_keys").to_pylist()
+        out.update({ids[i]: keys[i] or [] for i in mine})
+    return out
+
+
+def against_payloads(
+    baseline: pd.DataFrame, candidate: pd.DataFrame, payloads: tuple[Mapping[str, list[str]], Mapping[str, list[str]]]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two sides' per-query values (indexed by query id) with the overlap columns measured between these two
+    payloads (``payloads``: the baseline side's and the candidate side's, by query id) instead of against each
+    run's own baseline config: a comparison with another run's config (a nightly against the accepted night)
+    says how many payloads changed since then. The baseline side reads as a payload against itself."""
+    base_keys, cand_keys = payloads
+    ids = [str(q) for q in candidate.index]
+    known = np.array([q in base_keys and q in cand_keys for q in ids], dtype=bool)
+    measured = overlap_frame([base_keys.get(q, []) for q in ids], [cand_keys.get(q, []) for q in ids])
+    cand, base = candidate.copy(), baseline.copy()
+    for name in OVERLAP:
+        cand[PREFIX + name] = np.where(known, np.asarray(measured[name], dtype=float), np.nan)
+        base[PREFIX + name] = np.where(known, IDENTICAL[name], np.nan)
+    requests = cand[PREFIX + "requests"].to_numpy(dtype=float) if PREFIX + "requests" in cand else np.ones(len(ids))
+    cand[PREFIX + "changed_requests"] = requests * cand[PREFIX + "changed"].to_numpy(dtype=float)
+    base[PREFIX + "changed_requests"] = np.where(known, 0.0, np.nan)
+    base[PREFIX + "requests"] = np.where(known, requests, np.nan)
+    return base, cand
+
+
 def traffic_values(source: Source, *, configs: Sequence[Mapping[str, Any]], cutoffs: Sequence[int]) -> pd.DataFrame:
     """Every per-query value a comparison pairs on, for the query log's queries: the values of
     :func:`~rag_eval.metrics.measures.query_values` under ``traffic:`` names, and :func:`overlap_values`."""

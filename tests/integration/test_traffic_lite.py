@@ -195,3 +195,33 @@ def test_a_requests_category_filter_is_replayed_as_its_filter(runs: dict[str, An
     assert ("replication",) in categories  # the request filtered on replication
     locking = next(list(r.member_keys) for r in traffic.itertuples() if int(r.occurrences) == 2)
     assert all(list(r.member_keys) != locking for r in filtered)  # each filter its own search
+
+
+def test_against_another_run_payloads_are_compared_with_that_runs_payloads(runs: dict[str, Any]) -> None:
+    """A nightly against the accepted night: each config's payloads against the same config's payloads there."""
+    from rag_eval.core.config import RagConfig
+    from rag_eval.jobs.compare import Judging, compare_runs
+
+    exp: Experiment = runs["exp"]
+    narrower = replace(exp.configs[2].config, return_n=3)
+    assert isinstance(narrower, RagConfig) and exp.configs[2].name == "evidence"
+    changed = replace(exp, configs=(*exp.configs[:2], replace(exp.configs[2], config=narrower)))
+    tonight = jobs.run_experiment(changed, runs["root"] / "tonight")
+    comparison = compare_runs(tonight.out, Judging(against=runs["logged"].out), out=runs["root"] / "vs")
+    rows = {
+        name: pd.read_parquet(path / "per_query.parquet").query("origin == 'traffic'")
+        for name, path in (("then", runs["logged"].out), ("now", tonight.out))
+    }
+
+    def keys(which: str, config: str) -> dict[str, list[str]]:
+        mine = rows[which][rows[which]["config"] == config]
+        return {q: list(k) for q, k in zip(mine["query_id"], mine["member_keys"], strict=True)}
+
+    found = {(c["candidate"], m["metric"]): m for c in comparison.document["comparisons"] for m in c["metrics"]}
+    for config in CONFIGS:
+        then, now = keys("then", config), keys("now", config)
+        expected = sum(then[q] != now[q] for q in then) / len(then)
+        assert found[(config, "traffic:payload_changed")]["candidate"] == pytest.approx(expected)
+        assert found[(config, "traffic:payload_changed")]["baseline"] == 0.0
+    assert found[("legacy-merge", "traffic:payload_changed")]["candidate"] == 0.0  # the same config, the same rows
+    assert found[("evidence", "traffic:payload_changed")]["candidate"] > 0.5  # return-n 5 -> 3: most payloads
