@@ -67,7 +67,7 @@ def advisory(result: GateResult, *, backends: Iterable[str]) -> GateResult:
 
 def cap_aware_note(pairs: Iterable[tuple[tuple[str, Any], tuple[str, Any]]]) -> str | None:
     """A note when some compared pair, ``((baseline, its cap), (candidate, its cap))``, has two different
-    caps (a cap-aware figure of None: no cap, the production cap for a legacy pipeline is recorded instead).
+    caps (None: no cap, as for a legacy pipeline).
 
     >>> cap_aware_note([(("cap2", 2), ("cap2-twin", 2))]) is None
     True
@@ -79,7 +79,7 @@ def cap_aware_note(pairs: Iterable[tuple[tuple[str, Any], tuple[str, Any]]]) -> 
         return None
 
     def named(config: tuple[str, Any]) -> str:
-        return f"{config[0]} (cap {config[1] if config[1] is not None else 'none'})"
+        return f"{config[0]} (cap {config[1]})" if config[1] is not None else f"{config[0]} (no cap)"
 
     against: dict[str, list[str]] = {}
     for base, cand in differ:

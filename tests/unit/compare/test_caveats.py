@@ -88,5 +88,5 @@ def test_a_comparison_across_caps_says_cap_aware_recall_does_not_compare() -> No
 
 def test_cap_aware_note_groups_by_baseline_and_names_no_cap() -> None:
     note = cap_aware_note([(("legacy", None), ("evidence", 2)), (("legacy", None), ("cap3", 3))])
-    assert note is not None and "cap3 (cap 3) and evidence (cap 2) against legacy (cap none)" in note
+    assert note is not None and "cap3 (cap 3) and evidence (cap 2) against legacy (no cap)" in note
     assert cap_aware_note([]) is None
