@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from rag_eval.compare.caveats import ADVISORY, advisory, backends, cap_aware_note
 from rag_eval.compare.checks import GateResult
 from rag_eval.compare.comparison import compare
-from rag_eval.compare.gates import gates_from_table
+from rag_eval.compare.gates import gates_from_table, load_gates, shown_source
 from rag_eval.compare.runs import ComparedRun
 from tests.unit.runs import config, make_run, pair_rows
 
@@ -90,3 +91,18 @@ def test_cap_aware_note_groups_by_baseline_and_names_no_cap() -> None:
     note = cap_aware_note([(("legacy", None), ("evidence", 2)), (("legacy", None), ("cap3", 3))])
     assert note is not None and "cap3 (cap 3) and evidence (cap 2) against legacy (no cap)" in note
     assert cap_aware_note([]) is None
+
+
+def test_compare_json_names_the_gates_file_without_the_machines_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = slower_run("server")
+    assert compare(run, None, load_gates("nightly")).document["gates_file"] == "rag_eval/compare/shipped/nightly.toml"
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "mine.toml").write_text('[gates]\nchecks = ["fail chunk:nDCG@5 drop <= 0.02"]\n')
+    monkeypatch.chdir(tmp_path)
+    mine = load_gates(tmp_path / "ci" / "mine.toml")
+    assert compare(run, None, mine).document["gates_file"] == "ci/mine.toml"
+    monkeypatch.chdir(tmp_path / "ci")
+    elsewhere = load_gates(tmp_path / "ci" / "mine.toml")
+    assert shown_source(elsewhere.source, cwd=tmp_path / "nowhere") == str(tmp_path / "ci" / "mine.toml")
