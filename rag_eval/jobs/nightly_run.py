@@ -55,12 +55,12 @@ def nightly(
     check_history(places.history)  # a night that could not be recorded is refused before its first query
     accepted = accepted_dir(places.accepted_root, exp.name)
     out = folders.night_dir(Path(places.root) / accepted.name, when)  # nights numbered per experiment
-    folders.mark_latest(out)
     first = not is_accepted(accepted)
     judged = Judging(
         gates=gates, against=None if first else accepted, against_self=first, notes=night_notes(accepted, first=first)
     )
     result = run_experiment(exp, out, how, judged)
+    folders.mark_latest(out)  # a night that was run, whatever its gates said
     if first:
         accept(out, root=places.accepted_root, force=True)  # the first night is the baseline, whatever it found
     append_history(ComparedRun.from_dir(out), exit_code=result.exit_code, path=places.history)
