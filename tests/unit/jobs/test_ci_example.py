@@ -40,7 +40,9 @@ def test_workflow_is_scheduled_and_calls_make_nightly() -> None:
 
 def test_the_accept_job_is_a_manual_run_naming_the_night() -> None:
     data = load()
-    inputs = data.get("on", data.get(True))["workflow_dispatch"]["inputs"]
+    trigger = data.get("on", data.get(True))
+    assert isinstance(trigger, dict)
+    inputs = trigger["workflow_dispatch"]["inputs"]
     assert set(inputs) == {"accept_run", "force"} and inputs["force"]["type"] == "boolean"
     accept = data["jobs"]["accept"]
     assert "inputs.accept_run != ''" in accept["if"] and "inputs.accept_run == ''" in data["jobs"]["nightly"]["if"]
