@@ -133,7 +133,10 @@ def history_flags(p: argparse.ArgumentParser) -> None:
 def nightly_flags(p: argparse.ArgumentParser) -> None:
     experiment_flags(p)
     p.add_argument("--gates", help="gates file or shipped name (default: the experiment's, else default)")
-    p.add_argument("--root", default=str(folders.NIGHTS), help="nights are written to ROOT/<UTC date>/")
+    p.add_argument(
+        "--root", default=str(folders.NIGHTS),
+        help="nights go to ROOT/<experiment>/<UTC date>/, the latest named in ROOT/<experiment>/LATEST",
+    )  # fmt: skip
     _accepted_flag(p)
     _history_flag(p)
 

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from rag_eval.compare.catalog import Metric, catalog
-from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
+from rag_eval.compare.caveats import advisory, backends, cap_aware_note
+from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck, shown_source
 from rag_eval.compare.loadtest_gates import LoadPair, LoadSource, is_load_metric
 from rag_eval.compare.loadtest_gates import evaluate as evaluate_load
 from rag_eval.compare.runs import ComparedRun, common_queries, differences, pairings, unjudged_note
@@ -166,6 +167,11 @@ def _plan(
         gates.settings, permutations=required_resamples(tested, gates.settings.alpha, gates.settings.resamples)
     )
     configs = [{**run.config(p.candidate), "name": p.candidate} for p in plan]
+    caps = cap_aware_note(
+        ((p.baseline, p.base_run.config(p.baseline).get("cap_aware")), (p.candidate, c.get("cap_aware")))
+        for p, c in zip(plan, configs, strict=True)
+    )
+    all_notes.extend(() if caps is None else (caps,))
     frames = [
         unit_frames({"query": p.base_run.values, "pair": p.base_run.pairs}, {"query": run.values, "pair": run.pairs},
                     p.baseline, p.candidate, queries)
@@ -237,7 +243,7 @@ def _document(plan: _Plan, decided: _Decided) -> Comparison:
         "against": None if against is None else {"dir": against.label, "experiment": against.experiment},
         "queries_compared": len(plan.queries),
         "left_out": {"only_in_run": plan.left_out[0], "only_in_against": plan.left_out[1]},
-        "gates_file": plan.gates.source,
+        "gates_file": shown_source(plan.gates.source),
         "gates_purpose": plan.gates.purpose,
         "exit_code": exit_code,
         "notes": plan.notes,
@@ -423,7 +429,11 @@ def _gates(
         )  # fmt: skip
 
     filled = iter(judged(*entry) for entry in relative)
-    return [[g if g is not None else next(filled) for g in slots] for slots in out]
+    sides = [backends(run.manifest, p.base_run.manifest) for p in plan.pairings]  # latency on Lite: advisory
+    return [
+        [advisory(g if g is not None else next(filled), backends=sides[i]) for g in slots]
+        for i, slots in enumerate(out)
+    ]
 
 
 def _own_value(metric: Metric, run: ComparedRun, config: str) -> float:

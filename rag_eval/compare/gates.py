@@ -31,7 +31,7 @@ from rag_eval.experiment import Experiment
 __all__ = [
     "SELECTOR_KEYS", "SHIPPED", "AbsoluteCheck", "Check", "GateResult", "GateSet", "Outcome", "RelativeCheck",
     "Severity", "experiment_gates", "gates_from_table", "load_gates", "manifest_gates", "min_units", "parse_check",
-    "run_gates", "shipped_path",
+    "run_gates", "shipped_path", "shown_source",
 ]  # fmt: skip
 
 SHIPPED = ("default", "nightly", "rollout")  # gates files shipped in rag_eval/compare/shipped/
@@ -173,6 +173,28 @@ _SETTINGS: dict[str, type | tuple[type, ...]] = {
 
 def shipped_path(name: str) -> Path:
     return Path(str(resources.files("rag_eval.compare") / "shipped" / f"{name}.toml"))
+
+
+def shown_source(source: str, *, cwd: Path | None = None) -> str:
+    """How a gates file is named in compare.json, summary.md and the console: a shipped file by its place
+    in the package, a file under the working directory relative to it, never a machine's absolute path
+    where either applies.
+
+    >>> shown_source(str(shipped_path("nightly")))
+    'rag_eval/compare/shipped/nightly.toml'
+    >>> shown_source("/ci/build/gates/mine.toml", cwd=Path("/ci/build")), shown_source("(experiment)")
+    ('gates/mine.toml', '(experiment)')
+    """
+    path = Path(source)
+    if not path.is_absolute():
+        return source
+    shipped = Path(str(resources.files("rag_eval.compare") / "shipped"))
+    for root, prefix in ((shipped, "rag_eval/compare/shipped/"), ((cwd or Path.cwd()), "")):
+        try:
+            return prefix + path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return source
 
 
 def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:

@@ -48,17 +48,19 @@ def nightly(
     how: Execution | None = None,
     when: dt.datetime | None = None,
 ) -> NightResult:
-    """One night: run ``exp`` into ``ROOT/<UTC date>/``, pair it with the accepted baseline (the first
-    night accepts itself and says so), apply the gates, append to the history."""
+    """One night: run ``exp`` into ``ROOT/<experiment>/<UTC date>/`` (its name written to
+    ``ROOT/<experiment>/LATEST``), pair it with the accepted baseline (the first night accepts itself and says
+    so), apply the gates, append to the history."""
     places = places or NightFolders()
     check_history(places.history)  # a night that could not be recorded is refused before its first query
-    out = folders.night_dir(places.root, when)
     accepted = accepted_dir(places.accepted_root, exp.name)
+    out = folders.night_dir(Path(places.root) / accepted.name, when)  # nights numbered per experiment
     first = not is_accepted(accepted)
     judged = Judging(
         gates=gates, against=None if first else accepted, against_self=first, notes=night_notes(accepted, first=first)
     )
     result = run_experiment(exp, out, how, judged)
+    folders.mark_latest(out)  # a night that was run, whatever its gates said
     if first:
         accept(out, root=places.accepted_root, force=True)  # the first night is the baseline, whatever it found
     append_history(ComparedRun.from_dir(out), exit_code=result.exit_code, path=places.history)

@@ -1,8 +1,9 @@
 """Where runs are written when no directory is given, named once for the CLI, the jobs and the checks.
 
 A run goes to a new ``reports/runs/<experiment>-<UTC time>`` (a load measurement to ``reports/load/...``),
-so that a later run never overwrites an earlier one; a night to ``reports/nightly/<UTC date>`` (``.2``,
-``.3``... for a second night on the same date). Stdlib only: the CLI reads these for its ``--help``.
+so that a later run never overwrites an earlier one; a night to ``reports/nightly/<experiment>/<UTC date>``
+(``.2``, ``.3``... for a second night of that experiment on the same date), whose name the experiment's
+``LATEST`` file holds. Stdlib only: the CLI reads these for its ``--help``.
 
 >>> import datetime as dt
 >>> when = dt.datetime(2026, 3, 1, 4, 5, 6, tzinfo=dt.UTC)
@@ -17,7 +18,8 @@ from pathlib import Path
 
 RUNS = Path("reports/runs")  # rag-eval run: RUNS/<experiment>-<UTC time>
 LOAD = Path("reports/load")  # rag-eval load: LOAD/<experiment>-<UTC time>
-NIGHTS = Path("reports/nightly")  # rag-eval nightly: NIGHTS/<UTC date>
+NIGHTS = Path("reports/nightly")  # rag-eval nightly: NIGHTS/<experiment>/<UTC date>
+LATEST = "LATEST"  # NIGHTS/<experiment>/LATEST: the name of the experiment's latest night, one line
 ACCEPTED = Path("reports/accepted")  # the accepted baselines: ACCEPTED/<experiment>
 HISTORY = Path("reports/history.parquet")  # one row per night and config
 STAMP = "%Y%m%dT%H%M%SZ"  # the UTC time in a run directory's name
@@ -40,3 +42,20 @@ def night_dir(root: str | Path, when: dt.datetime | None = None) -> Path:
         k += 1
         path = base.with_name(f"{date}.{k}")
     return path
+
+
+def mark_latest(night: Path) -> Path:
+    """Write the night's name into ``LATEST`` beside it (what a CI job reads to find tonight's night).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     latest = mark_latest(Path(d) / "kb-nightly" / "2026-03-01.2")
+    ...     latest.name, latest.read_text()
+    ('LATEST', '2026-03-01.2\\n')
+    """
+    night.parent.mkdir(parents=True, exist_ok=True)
+    latest = night.parent / LATEST
+    tmp = latest.with_name(f".{LATEST}.tmp")
+    tmp.write_text(f"{night.name}\n", encoding="utf-8")
+    tmp.replace(latest)
+    return latest

@@ -31,7 +31,7 @@ from rag_eval.compare.verdicts import Key, decide, gate_alternative
 from tests.conftest import SHIPPED
 
 EVIDENCE = SHIPPED / "experiments" / "configs" / "evidence.properties"
-GATE = "fail latency:postsearch_cpu:p50 growth <= 20%"  # the shipped check
+GATE = "fail latency:postsearch_cpu:p50 growth <= 20%"  # the check the shipped gates held before the budget
 WALL_P95 = "latency:postprocess:p95"  # the wall-time tail, reported beside it
 
 

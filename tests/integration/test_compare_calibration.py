@@ -120,7 +120,8 @@ def _twin_passes(twin: dict[str, Any]) -> None:
     outcomes = {g["id"]: g["outcome"] for g in twin["gates"]}
     assert all(o == "pass" for gid, o in outcomes.items() if not gid.startswith("latency"))
     # timed in the same run, in rounds interleaved in a rotated order per query: the twin passes
-    assert outcomes["latency:postsearch_cpu:p50 growth <= 20%"] == "pass"
+    assert outcomes["latency:postsearch_cpu:p95 <= 1ms"] == "pass"
+    assert outcomes["latency:e2e:p50 growth <= 20%"] == "pass"  # the search shared, post-process interleaved
     latency = [m for m in twin["metrics"] if m["group"] == "latency" and m["metric"].split(":")[1] != "search"]
     assert latency and not any(m["significant"] for m in latency)  # no significant latency difference
 
@@ -272,7 +273,7 @@ def test_nightly_twice_pairs_the_second_night_with_the_first(tmp_path: Path) -> 
         "nightly", str(SHIPPED / "experiments" / "nightly.toml"), "--milvus-uri", str(tmp_path / "l.db"),
         "--root", str(root), "--accepted-dir", str(accepted), "--history", str(history), "-q",
     ])  # fmt: skip
-    assert code in (0, 1)  # 1 only if post-processing really got slower beyond noise while this ran
+    assert code == 0  # on Milvus Lite the latency checks are advisory: a slower machine warns, never fails
     assert len(read_history(history)) == 6
 
 

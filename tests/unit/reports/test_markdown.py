@@ -143,3 +143,15 @@ def test_report_md_opens_with_the_verdict(run: Path) -> None:
     assert "- fail – same-document multi-chunk recall drops by at most 0.02 (required)" in verdict
     unjudged = render_markdown(summary, manifest)
     assert unjudged.index("## Verdict") < unjudged.index("## Configs") and "Not compared" in unjudged
+
+
+def test_the_production_cap_is_named_only_when_a_legacy_config_is_compared(run: Path) -> None:
+    summary, manifest = _inputs(run)
+    with_legacy = render_markdown(summary, manifest)
+    legacy = [c for c in manifest["configs"] if c["pipeline"] != "evidence"]
+    assert legacy, "the synthetic run has a legacy config"
+    assert f"checked against the production cap ({legacy[0]['name']}: " in with_legacy
+    only_evidence = {**manifest, "configs": [c for c in manifest["configs"] if c["pipeline"] == "evidence"]}
+    text = render_markdown(summary, only_evidence)
+    assert "production cap" not in text and "()" not in text
+    assert "checked against each evidence config's own cap." in text

@@ -7,7 +7,18 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from rag_eval.rundir.folders import ACCEPTED, HISTORY, LOAD, NIGHTS, RUNS, STAMP, night_dir, stamped_dir
+from rag_eval.rundir.folders import (
+    ACCEPTED,
+    HISTORY,
+    LATEST,
+    LOAD,
+    NIGHTS,
+    RUNS,
+    STAMP,
+    mark_latest,
+    night_dir,
+    stamped_dir,
+)
 
 WHEN = dt.datetime(2026, 12, 31, 23, 59, 7, tzinfo=dt.UTC)
 
@@ -44,3 +55,18 @@ def test_a_night_is_its_date_and_a_second_night_on_that_date_is_numbered(tmp_pat
     (root / "2026-12-31.4").mkdir()  # a gap is filled first
     assert night_dir(root, WHEN) == root / "2026-12-31.3"
     assert night_dir(root, WHEN + dt.timedelta(seconds=53)) == root / "2027-01-01"
+
+
+def test_latest_names_the_last_night_of_its_experiment_only(tmp_path: Path) -> None:
+    root = tmp_path / "nightly"
+    first = night_dir(root / "kb-nightly", WHEN)
+    first.mkdir(parents=True)
+    assert mark_latest(first).read_text() == "2026-12-31\n"
+    second = night_dir(root / "kb-nightly", WHEN)
+    assert second.name == "2026-12-31.2"
+    assert mark_latest(second).read_text() == "2026-12-31.2\n"  # replaced, not appended
+    other = night_dir(root / "clapnq-nightly", WHEN)  # numbered per experiment
+    assert other == root / "clapnq-nightly" / "2026-12-31"
+    mark_latest(other)
+    assert (root / "kb-nightly" / LATEST).read_text() == "2026-12-31.2\n"
+    assert sorted(p.name for p in (root / "kb-nightly").iterdir()) == ["2026-12-31", LATEST]
