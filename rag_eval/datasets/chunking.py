@@ -1,4 +1,4 @@
-"""Deterministic chunkers: sentence windows and character windows.
+"""Deterministic chunkers: sentence windows, character windows and whole documents.
 
 Every chunk keeps the character range it covers in its document's ``text``
 (``text[start:end] == content``), which is what lets chunk-level relevance be
@@ -7,6 +7,8 @@ derived from span-level evidence whatever the chunker.
 >>> chunker = parse_chunker("sentences:size=2,overlap=0")
 >>> [c.content for c in chunker.split("d1", "One. Two. Three.")]
 ['One. Two.', 'Three.']
+>>> [c.content for c in parse_chunker("document").split("d1", "  One. Two. Three. ")]
+['One. Two. Three.']
 """
 
 from __future__ import annotations
@@ -145,6 +147,25 @@ class CharWindowChunker(_Base):
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class DocumentChunker(_Base):
+    """One chunk a document: its whole text, surrounding whitespace excluded (none for a blank text), as
+    BEIR and MTEB embed a passage.
+
+    >>> DocumentChunker().ranges("  Whole. Text.  "), DocumentChunker().ranges(" ")
+    ([(2, 14)], [])
+    """
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return "document"
+
+    def ranges(self, text: str) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        _append_stripped(text, 0, len(text), out)
+        return out
+
+
 def _windows(n: int, size: int, overlap: int) -> Iterator[tuple[int, int]]:
     step = size - overlap
     i = 0
@@ -156,14 +177,21 @@ def _windows(n: int, size: int, overlap: int) -> Iterator[tuple[int, int]]:
         i += step
 
 
-_KINDS: dict[str, type[SentenceWindowChunker] | type[CharWindowChunker]] = {
+_KINDS: dict[str, type[SentenceWindowChunker] | type[CharWindowChunker] | type[DocumentChunker]] = {
     "sentences": SentenceWindowChunker,
     "chars": CharWindowChunker,
+    "document": DocumentChunker,
 }
 
 
-def parse_chunker(spec: str) -> SentenceWindowChunker | CharWindowChunker:
-    """Build a chunker from ``kind:key=value,...`` (kinds: ``sentences``, ``chars``)."""
+def parse_chunker(spec: str) -> SentenceWindowChunker | CharWindowChunker | DocumentChunker:
+    """Build a chunker from ``kind:key=value,...`` (kinds: ``sentences``, ``chars``; ``document``, which
+    takes no parameter).
+
+    >>> parse_chunker("document:size=3")
+    Traceback (most recent call last):
+    rag_eval.core.errors.ConfigError: 1 configuration problem: 'document' keeps each document whole and takes no parameter, got 'document:size=3' @ chunker
+    """
     kind, _, params = spec.strip().partition(":")
     problems: list[ConfigProblem] = []
     cls = _KINDS.get(kind)
@@ -171,6 +199,11 @@ def parse_chunker(spec: str) -> SentenceWindowChunker | CharWindowChunker:
         raise ConfigError(
             [ConfigProblem("chunker", f"unknown chunker kind {quoted(kind)} (use one of: {', '.join(_KINDS)})")]
         )
+    if cls is DocumentChunker:
+        if params.strip():
+            raise ConfigError([ConfigProblem("chunker", f"'document' keeps each document whole and takes no "
+                                                        f"parameter, got {quoted(spec)}")])  # fmt: skip
+        return DocumentChunker()
     values: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in params.split(","))):
         name, eq, raw = part.partition("=")

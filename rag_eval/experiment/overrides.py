@@ -29,7 +29,7 @@ from rag_eval.experiment.checks import (
     raise_problems,
 )
 from rag_eval.experiment.latency import TimingPlan
-from rag_eval.experiment.model import PROFILES, ConfigSpec, Experiment, slug_name
+from rag_eval.experiment.model import PROFILES, ConfigSpec, Experiment, default_profile, slug_name
 
 # The flag that sets each field (a problem with the field is then named by the flag)
 FLAGS: Mapping[str, str] = {
@@ -43,6 +43,7 @@ FLAGS: Mapping[str, str] = {
     "baseline": "--baseline",
     "query_limit": "--limit",
     "timing": "--latency",
+    "lead_cutoffs": "--cutoffs",
 }
 
 
@@ -78,6 +79,7 @@ class Overrides:
     baseline: str | None = None
     query_limit: int | None = None
     latency: str | None = None
+    cutoffs: tuple[int, ...] = ()  # --cutoffs: the cutoffs the console and the report lead with (measured too)
     require_configs: bool = True  # an experiment without configs is refused
 
 
@@ -102,12 +104,17 @@ def with_overrides(exp: Experiment, overrides: Overrides | None = None) -> Exper
         changes["dataset_path"] = Path(o.dataset).resolve()
         if exp.source is None:
             changes["name"] = slug_name(Path(o.dataset).resolve().name)
+        if not exp.profile_named and o.profile is None:  # another data set: it chooses again
+            changes["profile"] = default_profile(changes["dataset_path"])
     if o.profile is not None:
         if o.profile not in PROFILES:
             known = ", ".join(PROFILES)
             problems.append(ConfigProblem("--profile", f"unknown profile {quoted(o.profile)} (known: {known})"))
         else:
-            changes["profile"] = PROFILES[o.profile]
+            changes["profile"], changes["profile_named"] = PROFILES[o.profile], True
+    if o.cutoffs:
+        changes["lead_cutoffs"] = tuple(o.cutoffs)
+        changes["cutoffs"] = tuple(sorted({*exp.cutoffs, *o.cutoffs}))
     if o.configs:
         changes["configs"] = tuple(o.configs)
         changes["baseline"] = o.baseline or o.configs[0].name
@@ -131,4 +138,5 @@ def default_experiment(dataset: str, split: str = "test") -> Experiment:
     if why := path_problem(dataset):
         raise ConfigError([ConfigProblem("--dataset", why)])
     path = Path(dataset).resolve()
-    return Experiment(name=slug_name(path.name), source=None, dataset_path=path, split=split)
+    return Experiment(name=slug_name(path.name), source=None, dataset_path=path, split=split,
+                      profile=default_profile(path), profile_named=False)  # fmt: skip

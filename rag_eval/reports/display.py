@@ -202,3 +202,36 @@ def loss_order(stage: str) -> int:
 
 def loss_label(stage: str) -> str:
     return re.sub(r"^projector_", "projector: ", stage).replace("_", " ")
+
+
+BUDGET_STAGES = ("projector", "projector_blocks", "projector_excerpt_chars", "projector_total_chars")
+
+
+def budget_note(summary: Mapping[str, Any]) -> str | None:
+    """What a run says when the payload budget changed its measures: the relevant chunks the pipeline
+    selected that the projector's limits cut (a truncated excerpt is not delivered), per config; None when
+    the budget cut none.
+
+    >>> budget_note({"configs": {"a": {"stage_losses": {"projector_excerpt_chars": 3, "projector_blocks": 1}},
+    ...                          "b": {"stage_losses": {"cap": 2}}}})  # doctest: +NORMALIZE_WHITESPACE
+    "the payload budget changed the measures: relevant chunks the pipeline had selected and the projector's
+     limits cut, per config: a: 4 (excerpt chars 3, blocks 1); b: 0; they count as not delivered ([experiment]
+     payload_budget = false measures retrieval alone)"
+    >>> budget_note({"configs": {"a": {"stage_losses": {"cap": 2}}}}) is None
+    True
+    """
+    configs: Mapping[str, Mapping[str, Any]] = summary.get("configs") or {}
+    parts, total = [], 0
+    for name, cfg in configs.items():
+        losses = {s: int(n) for s, n in (cfg.get("stage_losses") or {}).items() if s in BUDGET_STAGES and n}
+        lost = sum(losses.values())
+        total += lost
+        detail = ", ".join(f"{loss_label(s).removeprefix('projector: ')} {n}" for s, n in losses.items())
+        parts.append(f"{name}: {lost}" + (f" ({detail})" if lost else ""))
+    if not total:
+        return None
+    return (
+        f"the payload budget changed the measures: relevant chunks the pipeline had selected and the "
+        f"projector's limits cut, per config: {'; '.join(parts)}; they count as not delivered ([experiment] "
+        "payload_budget = false measures retrieval alone)"
+    )

@@ -35,7 +35,7 @@ from rag_eval.compare.runs import unjudged_note
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
 from rag_eval.reports import chart_data
-from rag_eval.reports.display import loss_label
+from rag_eval.reports.display import budget_note, loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
 from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
@@ -112,6 +112,7 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "compare": compare,
         "verdict": lines,
         "unjudged": unjudged_note(summary),
+        "budget": budget_note(summary),
         "models": {
             str(c.get("name")): str(c.get("models", "")) for c in manifest.get("configs") or () if c.get("models")
         },
