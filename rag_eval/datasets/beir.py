@@ -439,7 +439,7 @@ def corpus_has_metadata(path: Path) -> bool:
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     _ = (Path(d) / "corpus.jsonl").write_text('{"_id": "a", "title": "", "text": "x"}\n')
+    ...     _ = (Path(d) / "corpus.jsonl").write_text('{"_id": "a", "title": "", "text": "x"}')
     ...     corpus_has_metadata(Path(d))
     False
     """

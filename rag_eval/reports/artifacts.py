@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from rag_eval.files import json_safe
 from rag_eval.loadtest.driver import LoadResult
-from rag_eval.metrics.measures import chunk_ranking, doc_ranking
+from rag_eval.metrics.measures import scored_rankings
 from rag_eval.reports.junit import render_junit
 from rag_eval.reports.loadtest import render_load_markdown
 from rag_eval.reports.markdown import render_markdown
@@ -92,7 +92,8 @@ def html_report(shown_dir: Path) -> Render:
 
 def trec_rankings(parts: Iterator[pa.Table]) -> Iterator[Ranking]:
     """(config, query id, delivered chunks, delivered documents) of every row, part by part, ranked as the
-    measures rank them."""
+    measures rank them, each with its search score (:func:`~rag_eval.metrics.measures.scored_rankings`)."""
     for part in parts:
         for row in part.to_pylist():
-            yield row["config"], row["query_id"], chunk_ranking(row), doc_ranking(row)
+            chunks, docs = scored_rankings(row)
+            yield row["config"], row["query_id"], chunks, docs

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -320,10 +321,13 @@ class RunStore:
         return path
 
     def write_trec_runs(
-        self, rankings: Iterable[tuple[str, str, list[str], list[str]]], names: Sequence[str]
+        self, rankings: Iterable[tuple[str, str, list[tuple[str, float]], list[tuple[str, float]]]],
+        names: Sequence[str],
     ) -> list[Path]:
         """``runs/<config>.trec`` and ``runs/<config>.docs.trec`` of every config in ``names``, from
-        (config, query id, chunk ranking, document ranking) in query order, written line by line."""
+        (config, query id, chunk ranking, document ranking) in query order, each item with its search score,
+        written line by line; the scores as :func:`trec_scores` makes them (score order is the delivered
+        order)."""
         runs = self._target / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         targets = {(n, kind): runs / f"{n}{'' if kind == 0 else '.docs'}.trec" for n in names for kind in (0, 1)}
@@ -335,8 +339,9 @@ class RunStore:
             for name, qid, chunks, docs in rankings:
                 for kind, items in ((0, chunks), (1, docs)):
                     fh = files[(name, kind)]
-                    for rank, item in enumerate(items, start=1):
-                        fh.write(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {name}\n")
+                    scores = trec_scores([score for _, score in items])
+                    for rank, ((item, _), score) in enumerate(zip(items, scores, strict=True), start=1):
+                        fh.write(f"{qid} Q0 {item} {rank} {score!r} {name}\n")
         return list(targets.values())
 
     def write_trec_qrels(self, name: str, qrels: Mapping[str, Mapping[str, int]]) -> Path:
@@ -352,6 +357,27 @@ class RunStore:
 
     def finish(self) -> None:
         shutil.rmtree(self.parts_dir, ignore_errors=True)
+
+
+def trec_scores(scores: Sequence[float]) -> list[float]:
+    """The scores a TREC run writes for items in delivered order: each item's own score, lowered to the
+    largest float below the previous line's where it is not below it (a tie, a later chunk of a merged block,
+    a missing score), so that tools that rank by score (trec_eval, pytrec_eval: ties by document name) read
+    the delivered order.
+
+    >>> trec_scores([0.9, 0.8, 0.8, 0.85]) == [0.9, 0.8, math.nextafter(0.8, -math.inf),
+    ...                                         math.nextafter(math.nextafter(0.8, -math.inf), -math.inf)]
+    True
+    >>> trec_scores([])
+    []
+    """
+    out: list[float] = []
+    for score in scores:
+        value = float(score)
+        if out and not value < out[-1]:  # NaN too
+            value = math.nextafter(out[-1], -math.inf)
+        out.append(value)
+    return out
 
 
 def published_files(directory: str | Path) -> list[str]:
