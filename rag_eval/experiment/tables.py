@@ -115,9 +115,12 @@ def read_milvus(t: TableReader) -> Fields:
 
 
 def _index(t: TableReader) -> IndexSpec:
-    defaults = IndexSpec()
+    """``index = { type, metric, params, search }``: the parameters a type has by default are its own
+    (:meth:`IndexSpec.of_type`: a FLAT index has none), replaced by those written."""
+    index_type = str(t.get("type", str, IndexSpec().index_type)).upper()
+    defaults = IndexSpec.of_type(index_type)
     spec = IndexSpec(
-        index_type=str(t.get("type", str, defaults.index_type)).upper(),
+        index_type=index_type,
         metric=str(t.get("metric", str, defaults.metric)).upper(),
         build_params=t.get("params", Mapping, defaults.build_params),
         search_params=t.get("search", Mapping, defaults.search_params),
