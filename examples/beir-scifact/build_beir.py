@@ -47,7 +47,9 @@ def _beir_root(folder: Path) -> Path:
         return folder
     found = sorted(p.parent for p in folder.glob("*/corpus.jsonl"))
     if len(found) != 1:
-        raise SystemExit(f"{folder}: expected one BEIR folder (corpus.jsonl, queries.jsonl, qrels/), found {len(found)}")
+        raise SystemExit(
+            f"{folder}: expected one BEIR folder (corpus.jsonl, queries.jsonl, qrels/), found {len(found)}"
+        )
     return found[0]
 
 
@@ -72,7 +74,9 @@ def build(source: Path, out: Path, split: str, *, force: bool = False) -> tuple[
         qrels = root / "qrels" / f"{split}.tsv"
         for path in (*(root / f for f in FILES), qrels):
             if not path.is_file():
-                raise SystemExit(f"{path}: missing (a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/{split}.tsv)")
+                raise SystemExit(
+                    f"{path}: missing (a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/{split}.tsv)"
+                )
         wanted = judged_queries(qrels)
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -81,9 +85,10 @@ def build(source: Path, out: Path, split: str, *, force: bool = False) -> tuple[
             shutil.copyfile(root / "corpus.jsonl", staging / "corpus.jsonl")
             shutil.copyfile(qrels, staging / "qrels" / f"{split}.tsv")
             kept = 0
-            with open(root / "queries.jsonl", encoding="utf-8") as src, open(
-                staging / "queries.jsonl", "w", encoding="utf-8"
-            ) as dst:
+            with (
+                open(root / "queries.jsonl", encoding="utf-8") as src,
+                open(staging / "queries.jsonl", "w", encoding="utf-8") as dst,
+            ):
                 for line in src:
                     if line.strip() and json.loads(line).get("_id") in wanted:
                         dst.write(line if line.endswith("\n") else line + "\n")

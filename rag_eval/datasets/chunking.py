@@ -177,29 +177,29 @@ def _windows(n: int, size: int, overlap: int) -> Iterator[tuple[int, int]]:
         i += step
 
 
-_KINDS: dict[str, type[SentenceWindowChunker] | type[CharWindowChunker] | type[DocumentChunker]] = {
+_WINDOWS: dict[str, type[SentenceWindowChunker] | type[CharWindowChunker]] = {
     "sentences": SentenceWindowChunker,
     "chars": CharWindowChunker,
-    "document": DocumentChunker,
 }
+_KINDS = (*_WINDOWS, "document")
 
 
 def parse_chunker(spec: str) -> SentenceWindowChunker | CharWindowChunker | DocumentChunker:
     """Build a chunker from ``kind:key=value,...`` (kinds: ``sentences``, ``chars``; ``document``, which
     takes no parameter).
 
-    >>> parse_chunker("document:size=3")
+    >>> parse_chunker("document:size=3")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    rag_eval.core.errors.ConfigError: 1 configuration problem: 'document' keeps each document whole and takes no parameter, got 'document:size=3' @ chunker
+    rag_eval.core.errors.ConfigError: 1 configuration problem: 'document' keeps each document whole ... @ chunker
     """
     kind, _, params = spec.strip().partition(":")
     problems: list[ConfigProblem] = []
-    cls = _KINDS.get(kind)
-    if cls is None:
+    cls = _WINDOWS.get(kind)
+    if kind not in _KINDS:
         raise ConfigError(
             [ConfigProblem("chunker", f"unknown chunker kind {quoted(kind)} (use one of: {', '.join(_KINDS)})")]
         )
-    if cls is DocumentChunker:
+    if cls is None:  # document
         if params.strip():
             raise ConfigError([ConfigProblem("chunker", f"'document' keeps each document whole and takes no "
                                                         f"parameter, got {quoted(spec)}")])  # fmt: skip

@@ -40,7 +40,6 @@ DEFAULT_CUTOFFS = (1, 3, 5, 10)
 MAX_NAME = 100  # characters of an experiment name (a slug made from a directory name is cut there)
 
 UNLIMITED = 2**31 - 1  # a projector limit lifted (Java's Integer.MAX_VALUE: what a .properties file can hold)
-LIFTED_BUDGET = {"max_excerpt_chars": UNLIMITED, "max_total_chars": UNLIMITED, "max_blocks": UNLIMITED}
 
 DEFAULT_FUZZY_THRESHOLD = 90.0  # the partial-ratio score (0-100) a fuzzy location of a stored row needs
 
@@ -74,6 +73,15 @@ PROFILES: Mapping[str, IngestProfile] = {
         name="production", legacy_share=0.10, missing_doc_share=0.05, duplicate_share=0.10, seed=7
     ),
 }
+
+
+def lifted_budget(config: RagConfig) -> RagConfig:
+    """``config`` with the projector's limits lifted (``[experiment] payload_budget = false``).
+
+    >>> lifted_budget(RagConfig()).as_properties()["rag.projector.max-excerpt-chars"]
+    '2147483647'
+    """
+    return replace(config, max_excerpt_chars=UNLIMITED, max_total_chars=UNLIMITED, max_blocks=UNLIMITED)
 
 
 def default_profile(dataset_path: Path) -> IngestProfile:
@@ -181,7 +189,7 @@ class Experiment:
 
     def __post_init__(self) -> None:
         if not self.payload_budget:  # every way an experiment is made (a file, flags, replace) lifts them
-            lifted = tuple(replace(c, config=replace(c.config, **LIFTED_BUDGET)) for c in self.configs)
+            lifted = tuple(replace(c, config=lifted_budget(c.config)) for c in self.configs)
             object.__setattr__(self, "configs", lifted)
 
     @property

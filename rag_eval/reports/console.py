@@ -144,7 +144,12 @@ def describe_run(exp: Experiment, out: Path) -> str:
 
 
 def print_run(
-    summary: Mapping[str, Any], *, experiment: str, baseline: str, gates: Mapping[str, Any] | None, out: Path,
+    summary: Mapping[str, Any],
+    *,
+    experiment: str,
+    baseline: str,
+    gates: Mapping[str, Any] | None,
+    out: Path,
     lead: Sequence[int] = (),
 ) -> None:
     """The run's table (its measures at the ``lead`` cutoffs), its gates (``gates``: the comparison's

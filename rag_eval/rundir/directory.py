@@ -321,7 +321,8 @@ class RunStore:
         return path
 
     def write_trec_runs(
-        self, rankings: Iterable[tuple[str, str, list[tuple[str, float]], list[tuple[str, float]]]],
+        self,
+        rankings: Iterable[tuple[str, str, list[tuple[str, float]], list[tuple[str, float]]]],
         names: Sequence[str],
     ) -> list[Path]:
         """``runs/<config>.trec`` and ``runs/<config>.docs.trec`` of every config in ``names``, from

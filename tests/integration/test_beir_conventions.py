@@ -10,6 +10,7 @@ with the payload budget on loses that abstract to the budget, and says so.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -149,14 +150,14 @@ def test_no_relevant_chunk_is_lost_to_the_budget_and_the_long_abstract_is_delive
 
 
 def test_trec_runs_carry_the_search_scores_in_delivered_order(run: tuple[Experiment, Path]) -> None:
-    exp, out = run
+    _, out = run
     rows = {r["query_id"]: r for r in pq.read_table(out / "per_query.parquet").to_pylist()}
     lines = [line.split() for line in (out / "runs" / "minilm.docs.trec").read_text().splitlines()]
     for qid, row in rows.items():
         mine = [line for line in lines if line[0] == qid]
         assert [line[2] for line in mine] == [c.split("#")[0] for c in row["member_chunks"]]  # delivered order
         scores = [float(line[4]) for line in mine]
-        assert all(a > b for a, b in zip(scores, scores[1:], strict=False))
+        assert all(a > b for a, b in itertools.pairwise(scores))
         hits = dict(zip(row["hit_chunks"], row["hit_scores"], strict=True))
         for line, score in zip(mine, scores, strict=True):  # the search score, or a hair below a tie
             assert math.isclose(score, hits[f"{line[2]}#chunk-0"], rel_tol=0, abs_tol=1e-12)
@@ -173,12 +174,10 @@ def test_trec_runs_carry_the_search_scores_in_delivered_order(run: tuple[Experim
     assert math.isclose(summary["R@10"], np.mean([m["recall_10"] for m in measured.values()]), abs_tol=1e-12)
 
 
-def test_with_the_payload_budget_the_long_abstract_is_lost_and_the_run_says_so(
-    tmp_path: Path, sample: Path
-) -> None:
+def test_with_the_payload_budget_the_long_abstract_is_lost_and_the_run_says_so(tmp_path: Path, sample: Path) -> None:
     exp = example(tmp_path, sample, payload_budget=True)
-    exp = replace(exp, configs=tuple(replace(c, config=c.config.with_(max_excerpt_chars=2000, max_total_chars=12000,
-                                                                         max_blocks=8)) for c in exp.configs))  # fmt: skip
+    production = {"max_excerpt_chars": 2000, "max_total_chars": 12000, "max_blocks": 8}  # the projector's defaults
+    exp = replace(exp, configs=tuple(replace(c, config=c.config.with_(**production)) for c in exp.configs))
     jobs.run_experiment(exp, tmp_path / "run")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["configs"]["minilm"]["stage_losses"].get("projector_excerpt_chars") == 1
