@@ -57,8 +57,7 @@ def _experiment(args: argparse.Namespace) -> Any:
         configs=configs,
         baseline=getattr(args, "baseline", None),
         query_limit=getattr(args, "limit", None),
-        latency=getattr(args, "latency", None),
-        cutoffs=getattr(args, "cutoffs", None) or (),
+        latency=getattr(args, "latency", None), cutoffs=getattr(args, "cutoffs", None) or (),
         require_configs=args.func is not _cmd_ingest))
 
 

@@ -28,7 +28,7 @@ from rag_eval.rundir.rows import LABELLED, LATENCY_COLUMNS, SCHEMA
 __all__ = [
     "COPY", "PAIR_COLUMNS", "SAME_TEXT", "chunk_ranking", "declared_values", "doc_of", "doc_ranking",
     "first_occurrences", "latency_stats", "max_chunks_per_document", "measure_names", "pair_frame", "quantile_ci",
-    "query_values", "same_doc_pairs_of_row", "scored_rankings", "summarize", "summary_frame",
+    "query_values", "same_doc_pairs_of_row", "summarize", "summary_frame",
 ]  # fmt: skip
 
 
@@ -42,35 +42,6 @@ def chunk_ranking(row: Mapping[str, Any]) -> list[str]:
 
 def doc_ranking(row: Mapping[str, Any]) -> list[str]:
     return first_occurrences(doc_of(c) for c in row["member_chunks"] if not c.startswith("unknown:"))
-
-
-SCORE_COLUMNS = ("member_chunks", "member_block", "returned_scores", "hit_chunks", "hit_scores")
-
-
-def scored_rankings(row: Mapping[str, Any]) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """The delivered chunks and documents of a row in delivered order (:func:`chunk_ranking`,
-    :func:`doc_ranking`), each with its search score: a chunk's best hit's score (else its block's), a
-    document's that of its first delivered chunk.
-
-    >>> row = {"member_chunks": ["d#chunk-1", "d#chunk-0", "e#chunk-0"], "member_block": [1, 1, 2],
-    ...        "returned_scores": [0.9, 0.7], "hit_chunks": ["d#chunk-1", "e#chunk-0", "d#chunk-0"],
-    ...        "hit_scores": [0.9, 0.7, 0.6]}
-    >>> scored_rankings(row)
-    ([('d#chunk-1', 0.9), ('d#chunk-0', 0.6), ('e#chunk-0', 0.7)], [('d', 0.9), ('e', 0.7)])
-    """
-    best: dict[str, float] = {}
-    for chunk, score in zip(row["hit_chunks"], row["hit_scores"], strict=True):
-        best.setdefault(chunk, float(score))
-    blocks, block_scores = row["member_block"], row["returned_scores"]
-    chunks: dict[str, float] = {}
-    for chunk, block in zip(row["member_chunks"], blocks, strict=True):
-        if chunk not in chunks:
-            chunks[chunk] = best.get(chunk, float(block_scores[block - 1]))
-    docs: dict[str, float] = {}
-    for chunk, score in chunks.items():
-        if not chunk.startswith("unknown:"):
-            docs.setdefault(doc_of(chunk), score)
-    return list(chunks.items()), list(docs.items())
 
 
 def same_doc_pairs_of_row(row: Mapping[str, Any], cap: int | None) -> list[tuple[str, int, int, float, float]]:
