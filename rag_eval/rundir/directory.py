@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import os
 import shutil
 import socket
@@ -362,21 +361,22 @@ class RunStore:
 
 def trec_scores(scores: Sequence[float]) -> list[float]:
     """The scores a TREC run writes for items in delivered order: each item's own score, lowered to the
-    largest float below the previous line's where it is not below it (a tie, a later chunk of a merged block,
-    a missing score), so that tools that rank by score (trec_eval, pytrec_eval: ties by document name) read
-    the delivered order.
+    largest single-precision float below the previous line's where it is not below it in single precision (a
+    tie, a later chunk of a merged block, a missing score), so that tools that rank by score read the
+    delivered order: trec_eval (and pytrec_eval) keep a score as a C ``float`` and break ties by document name.
 
-    >>> trec_scores([0.9, 0.8, 0.8, 0.85]) == [0.9, 0.8, math.nextafter(0.8, -math.inf),
-    ...                                         math.nextafter(math.nextafter(0.8, -math.inf), -math.inf)]
+    >>> below = lambda x: float(np.nextafter(np.float32(x), np.float32(-np.inf)))
+    >>> trec_scores([0.5, 0.25, 0.25, 0.375]) == [0.5, 0.25, below(0.25), below(below(0.25))]
     True
     >>> trec_scores([])
     []
     """
     out: list[float] = []
+    down = np.float32(-np.inf)
     for score in scores:
         value = float(score)
-        if out and not value < out[-1]:  # NaN too
-            value = math.nextafter(out[-1], -math.inf)
+        if out and not np.float32(value) < np.float32(out[-1]):  # NaN too
+            value = float(np.nextafter(np.float32(out[-1]), down))
         out.append(value)
     return out
 
