@@ -308,7 +308,7 @@ class Experiment:
             "payload_budget": self.payload_budget,
             "baseline": self.baseline,
             "cutoffs": list(self.cutoffs),
-            "lead_cutoffs": list(self.leading_cutoffs),
+            "lead_cutoffs": list(self.lead_cutoffs),  # as named ([metrics] lead, --cutoffs): the report leads with them
             "warmup": self.warmup,
             "timing": self.timing.as_dict(),
             "batch_size": self.batch_size,

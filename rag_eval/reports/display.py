@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rag_eval.metrics.registry import (
@@ -235,3 +235,24 @@ def budget_note(summary: Mapping[str, Any]) -> str | None:
         f"projector's limits cut, per config: {'; '.join(parts)}; they count as not delivered ([experiment] "
         "payload_budget = false measures retrieval alone)"
     )
+
+
+def lead_first(names: Sequence[str], lead: Sequence[int]) -> list[str]:
+    """``names`` with the measures at the ``lead`` cutoffs first (in the order of ``lead``), the others after
+    them as they were.
+
+    >>> lead_first(["nDCG@1", "nDCG@5", "R@10", "nDCG@10", "RR"], [10])
+    ['R@10', 'nDCG@10', 'nDCG@1', 'nDCG@5', 'RR']
+    """
+    ends = [f"@{k}" for k in lead]
+
+    def rank(name: str) -> int:
+        return next((i for i, end in enumerate(ends) if name.endswith(end)), len(ends))
+
+    return sorted(names, key=rank)
+
+
+def lead_of(manifest: Mapping[str, Any]) -> list[int]:
+    """The cutoffs a run's report leads with, as the experiment named them (none: the report's own order)."""
+    lead = (manifest.get("experiment") or {}).get("lead_cutoffs") or []
+    return [int(k) for k in lead if isinstance(k, int)]

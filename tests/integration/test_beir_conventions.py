@@ -185,3 +185,13 @@ def test_with_the_payload_budget_the_long_abstract_is_lost_and_the_run_says_so(t
     assert note is not None and "minilm: 1 (excerpt chars 1)" in note
     assert note in re.sub(r"\\(.)", r"\1", (tmp_path / "run" / "report.md").read_text())  # Markdown unescaped
     assert "the payload budget changed the measures" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_the_report_leads_with_the_cutoffs_the_experiment_names(run: tuple[Experiment, Path]) -> None:
+    _, out = run
+    report = (out / "report.md").read_text()
+    standard = report.split("## Standard measures", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in standard.splitlines() if line.startswith("| ") and "@" in line]
+    at_10 = [r for r in rows if r.endswith("@10")]
+    assert at_10 and rows[: len(at_10)] == at_10  # every @10 measure first, then the others
+    assert len(rows) > len(at_10)
