@@ -135,11 +135,14 @@ def describe_run(exp: Experiment, out: Path) -> str:
             f"baseline {exp.baseline}, queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; "
             f"run directory {out}"
         )
+    passage = "" if exp.embedder.passage == "text" else f" ({exp.embedder.passage})"
+    chosen = "" if exp.profile_named else " (chosen by the data set)"
+    budget = "" if exp.payload_budget else ", payload budget lifted"
     return (
         f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
-        f"embedder {exp.embedder.label}, ingest profile {exp.profile.name}, Milvus {exp.target.redacted_uri} "
-        f"(index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline {exp.baseline}, "
-        f"queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
+        f"embedder {exp.embedder.label}{passage}, ingest profile {exp.profile.name}{chosen}, Milvus "
+        f"{exp.target.redacted_uri} (index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline "
+        f"{exp.baseline}{budget}, queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
     )
 
 

@@ -25,6 +25,7 @@ import pytest
 
 from rag_eval import jobs
 from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
+from rag_eval.reports.console import describe_run
 from rag_eval.reports.display import budget_note
 from tests.conftest import ROOT
 
@@ -95,11 +96,15 @@ def test_the_example_reads_as_a_benchmark(sample: Path) -> None:
     assert exp.leading_cutoffs == (10,)
     limits = {(c.config.max_blocks, c.config.max_excerpt_chars, c.config.max_total_chars) for c in exp.configs}
     assert limits == {(2**31 - 1,) * 3}
+    line = describe_run(exp, Path("out"))
+    assert "chunker document" in line and "(title+text)" in line and "payload budget lifted" in line
 
 
 def test_a_data_set_without_metadata_is_written_clean_unless_a_profile_is_named(sample: Path, tmp_path: Path) -> None:
     (tmp_path / "e.toml").write_text(f'[dataset]\npath = "{sample}"\n[[configs]]\nname = "a"\n')
-    assert load_experiment(tmp_path / "e.toml").profile.name == "clean"
+    chosen = load_experiment(tmp_path / "e.toml")
+    assert chosen.profile.name == "clean"
+    assert "ingest profile clean (chosen by the data set)" in describe_run(chosen, tmp_path)
     (tmp_path / "e.toml").write_text(f'[dataset]\npath = "{sample}"\n[ingest]\nprofile = "production"\n'
                                      '[[configs]]\nname = "a"\n')  # fmt: skip
     assert load_experiment(tmp_path / "e.toml").profile.name == "production"
