@@ -150,6 +150,9 @@ def settings_problems(s: EmbedSettings, *, existing: bool) -> list[tuple[str, st
         return [("provider", f"{quoted(s.provider)} is not one of {', '.join(PROVIDERS)}")]
     if s.passage not in PASSAGES:
         out.append(("passage", f"{quoted(s.passage)} is not one of {', '.join(PASSAGES)}"))
+    elif existing and s.passage != "text":
+        out.append(("passage", "a [collection] is replayed with the vectors it holds: rag_eval embeds none of its "
+                               "chunks (remove passage)"))  # fmt: skip
     if s.provider == "openai":
         if not s.base_url or "://" not in s.base_url:
             out.append(("base_url", "required: the endpoint's URL, such as http://127.0.0.1:8080/v1"))

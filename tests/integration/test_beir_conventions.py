@@ -119,6 +119,7 @@ def test_each_document_is_one_chunk_embedded_as_title_space_text(run: tuple[Expe
     assert manifest["dataset"]["chunks"] == len(DOCS)
     assert manifest["milvus"]["collection_manifest"]["rows"] == len(DOCS)  # clean: no copies, every doc id
     assert manifest["experiment"]["ingest_profile"]["name"] == "clean"
+    assert manifest["milvus"]["collection_manifest"]["passage"] == "title+text"  # a text-only collection: not reused
     assert {f"{title} {text}" for title, text in DOCS.values()} <= set(EMBEDDED)
     assert not any(text in EMBEDDED for _, text in DOCS.values())  # never the text without its title
 
