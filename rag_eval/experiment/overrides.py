@@ -44,6 +44,7 @@ FLAGS: Mapping[str, str] = {
     "query_limit": "--limit",
     "timing": "--latency",
     "lead_cutoffs": "--cutoffs",
+    "cutoffs": "--cutoffs",  # a cutoff --cutoffs adds is measured too
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 from rag_eval import cli
 from rag_eval.cli_flags import COMMANDS, PATHS
 from rag_eval.core.config import RagConfig
+from rag_eval.core.errors import ConfigError
 from rag_eval.experiment import load_experiment
 from tests.conftest import ROOT, SHIPPED
 
@@ -117,3 +118,9 @@ def test_cutoffs_on_the_command_line_lead_the_console_and_are_measured(tmp_path:
     assert exp.leading_cutoffs == (10, 20) and exp.cutoffs == (1, 3, 5, 10, 20)
     with pytest.raises(SystemExit):  # argparse: a usage error, exit 2
         cli.build_parser().parse_args(["run", "--cutoffs", "ten"])
+
+
+def test_a_cutoff_out_of_range_on_the_command_line_is_named_by_its_flag() -> None:
+    args = cli.build_parser().parse_args(["run", str(SHIPPED / "experiments" / "default.toml"), "--cutoffs", "0"])
+    with pytest.raises(ConfigError, match="--cutoffs"):
+        cli._experiment(args)
