@@ -48,16 +48,12 @@ def _experiment(args: argparse.Namespace) -> Any:
         raise _usage("EXPERIMENT", "give an experiment file or --dataset DIR")
     configs = [parse_config_flag(c) for c in getattr(args, "config", None) or ()]
     return with_overrides(
-        exp, Overrides(dataset=args.dataset if args.experiment else None,
-        split=args.split,
-        milvus_uri=args.milvus_uri,
-        collection=args.collection,
-        chunker=args.chunker,
-        profile=args.profile,
-        configs=configs,
+        exp, Overrides(dataset=args.dataset if args.experiment else None, split=args.split,
+        milvus_uri=args.milvus_uri, collection=args.collection,
+        chunker=args.chunker, profile=args.profile, configs=configs,
         baseline=getattr(args, "baseline", None),
         query_limit=getattr(args, "limit", None), latency=getattr(args, "latency", None),
-        traffic=getattr(args, "traffic", None),
+        cutoffs=getattr(args, "cutoffs", None) or (), traffic=getattr(args, "traffic", None),
         require_configs=args.func is not _cmd_ingest))
 
 
@@ -144,7 +140,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise Interrupted(_resume_advice(out, given=bool(args.out))) from None
     gate_document = result.comparison.document if result.comparison is not None else None
-    print_run(result.summary, experiment=exp.name, baseline=exp.baseline, gates=gate_document, out=result.out)
+    print_run(result.summary, experiment=exp.name, baseline=exp.baseline, gates=gate_document, out=result.out,
+              lead=exp.leading_cutoffs)  # fmt: skip
     return result.exit_code
 
 
@@ -293,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"{PATHS} Exit codes: 0 pass, 1 a fail gate fired, 2 bad usage or input, 3 infrastructure, 70 a bug.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text, add_flags in COMMANDS:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=PATHS)

@@ -23,9 +23,25 @@ PATHS = (
 )
 
 
-def global_flags(p: argparse.ArgumentParser) -> None:
-    """The flags every command takes, in the same place (after the command)."""
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars (every command takes it)")
+def global_flags(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """The flags every command takes, before the command (``top``: on the main parser) or after it: a
+    command's own copy sets the value only when given (``SUPPRESS``), so it never undoes the main one's."""
+    default = False if top else argparse.SUPPRESS
+    p.add_argument("-q", "--quiet", action="store_true", default=default,
+                   help="no progress bars (every command takes it, before or after the command)")  # fmt: skip
+
+
+def cutoff_list(text: str) -> tuple[int, ...]:
+    """``--cutoffs 5,10``: the cutoffs, as integers (argparse names the flag when one is not).
+
+    >>> cutoff_list("10"), cutoff_list("5, 10")
+    ((10,), (5, 10))
+    """
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected cutoffs such as 10 or 5,10, got {text!r}") from None
+    return values
 
 
 def experiment_flags(p: argparse.ArgumentParser) -> None:
@@ -98,6 +114,9 @@ def run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
     p.add_argument("--traffic", metavar="LOG", help="a query log or trace export replayed too, without labels "
                    "(in place of the experiment's [traffic] path; its other keys kept)")  # fmt: skip
+    p.add_argument("--cutoffs", type=cutoff_list, metavar="K[,K...]",
+                   help="the cutoffs the console and the report lead with, measured too (default: the "
+                        "experiment's [metrics] lead, else 5)")  # fmt: skip
     p.add_argument(
         "--latency",
         metavar="all|sample[:N]|off",

@@ -430,3 +430,30 @@ def load_documents_and_queries(path: str | Path) -> tuple[dict[str, Document], d
     queries = read_queries(root / "queries.jsonl", digest, problems)
     problems.raise_if_any()
     return docs, queries
+
+
+def corpus_has_metadata(path: Path) -> bool:
+    """Whether any document of the data set in ``path`` carries a non-empty ``metadata`` object (a source, a
+    category: what an export of production documents has; a plain BEIR corpus has ``_id``, ``title`` and
+    ``text`` only). A corpus that cannot be read counts as having it: the loader names its problem later.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "corpus.jsonl").write_text('{"_id": "a", "title": "", "text": "x"}')
+    ...     corpus_has_metadata(Path(d))
+    False
+    """
+    try:
+        with open(path / "corpus.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                if '"metadata"' not in line:
+                    continue
+                try:
+                    meta = json.loads(line).get("metadata")
+                except (ValueError, AttributeError):
+                    return True
+                if meta:
+                    return True
+    except (OSError, UnicodeError):
+        return True
+    return False

@@ -1,4 +1,4 @@
-"""Deterministic chunkers: sentence windows and character windows.
+"""Deterministic chunkers: sentence windows, character windows and whole documents.
 
 Every chunk keeps the character range it covers in its document's ``text``
 (``text[start:end] == content``), which is what lets chunk-level relevance be
@@ -7,6 +7,8 @@ derived from span-level evidence whatever the chunker.
 >>> chunker = parse_chunker("sentences:size=2,overlap=0")
 >>> [c.content for c in chunker.split("d1", "One. Two. Three.")]
 ['One. Two.', 'Three.']
+>>> [c.content for c in parse_chunker("document").split("d1", "  One. Two. Three. ")]
+['One. Two. Three.']
 """
 
 from __future__ import annotations
@@ -145,6 +147,25 @@ class CharWindowChunker(_Base):
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class DocumentChunker(_Base):
+    """One chunk a document: its whole text, surrounding whitespace excluded (none for a blank text), as
+    BEIR and MTEB embed a passage.
+
+    >>> DocumentChunker().ranges("  Whole. Text.  "), DocumentChunker().ranges(" ")
+    ([(2, 14)], [])
+    """
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return "document"
+
+    def ranges(self, text: str) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        _append_stripped(text, 0, len(text), out)
+        return out
+
+
 def _windows(n: int, size: int, overlap: int) -> Iterator[tuple[int, int]]:
     step = size - overlap
     i = 0
@@ -156,21 +177,33 @@ def _windows(n: int, size: int, overlap: int) -> Iterator[tuple[int, int]]:
         i += step
 
 
-_KINDS: dict[str, type[SentenceWindowChunker] | type[CharWindowChunker]] = {
+_WINDOWS: dict[str, type[SentenceWindowChunker] | type[CharWindowChunker]] = {
     "sentences": SentenceWindowChunker,
     "chars": CharWindowChunker,
 }
+_KINDS = (*_WINDOWS, "document")
 
 
-def parse_chunker(spec: str) -> SentenceWindowChunker | CharWindowChunker:
-    """Build a chunker from ``kind:key=value,...`` (kinds: ``sentences``, ``chars``)."""
+def parse_chunker(spec: str) -> SentenceWindowChunker | CharWindowChunker | DocumentChunker:
+    """Build a chunker from ``kind:key=value,...`` (kinds: ``sentences``, ``chars``; ``document``, which
+    takes no parameter).
+
+    >>> parse_chunker("document:size=3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    rag_eval.core.errors.ConfigError: 1 configuration problem: 'document' keeps each document whole ... @ chunker
+    """
     kind, _, params = spec.strip().partition(":")
     problems: list[ConfigProblem] = []
-    cls = _KINDS.get(kind)
-    if cls is None:
+    cls = _WINDOWS.get(kind)
+    if kind not in _KINDS:
         raise ConfigError(
             [ConfigProblem("chunker", f"unknown chunker kind {quoted(kind)} (use one of: {', '.join(_KINDS)})")]
         )
+    if cls is None:  # document
+        if params.strip():
+            raise ConfigError([ConfigProblem("chunker", f"'document' keeps each document whole and takes no "
+                                                        f"parameter, got {quoted(spec)}")])  # fmt: skip
+        return DocumentChunker()
     values: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in params.split(","))):
         name, eq, raw = part.partition("=")

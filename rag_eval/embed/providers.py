@@ -15,6 +15,14 @@ endpoint (without credentials), the model, the dimensions and whether vectors ar
 'openai:http://127.0.0.1:8080/v1:m:64'
 >>> EmbedSettings().model_id
 'sentence-transformers/all-MiniLM-L6-v2'
+
+A chunk is embedded as its text (``passage = "text"``, the default), or as BEIR and MTEB encode a passage,
+``title + " " + text`` (``passage = "title+text"``; the title left out where a document has none):
+
+>>> beir = EmbedSettings(passage="title+text")
+>>> text = "Naps help."
+>>> beir.passage_text("Sleep", text), beir.passage_text("", text), EmbedSettings().passage_text("Sleep", text)
+('Sleep Naps help.', 'Naps help.', 'Naps help.')
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from rag_eval.embed.openai_compat import EndpointEmbedder, EndpointSettings, Ret
 from rag_eval.redact import redact_value
 
 PROVIDERS = ("sentence-transformers", "openai", "precomputed", "python")
+PASSAGES = ("text", "title+text")  # what of a chunk is embedded: its text, or BEIR's title + " " + text
 FIT_SAMPLE = 50  # rows of a collection built elsewhere the fit check embeds and searches
 FIT_K = 10  # a row finds itself when it is among its first FIT_K hits
 FIT_MIN = 0.5  # the share of rows that must find themselves (measured figures: docs/existing-collection.md)
@@ -65,6 +74,12 @@ class EmbedSettings:
     fit_k: int = FIT_K
     fit_min: float = FIT_MIN
     fit_seed: int = 0
+    passage: str = "text"  # what of a chunk is embedded (PASSAGES)
+
+    def passage_text(self, title: str, text: str) -> str:
+        """The text embedded for a chunk of ``text`` in a document titled ``title``: BEIR's
+        ``(title + " " + text).strip()`` under ``passage = "title+text"``, the text itself otherwise."""
+        return (title + " " + text).strip() if self.passage == "title+text" else text
 
     @property
     def model_id(self) -> str:
@@ -110,6 +125,8 @@ class EmbedSettings:
             body["callable"] = self.callable
         elif self.provider == "precomputed":
             body["file"] = str(self.file)
+        if self.passage != "text":
+            body["passage"] = self.passage
         return body
 
     def build(self) -> Embedder:
@@ -131,6 +148,11 @@ def settings_problems(s: EmbedSettings, *, existing: bool) -> list[tuple[str, st
     out: list[tuple[str, str]] = []
     if s.provider not in PROVIDERS:
         return [("provider", f"{quoted(s.provider)} is not one of {', '.join(PROVIDERS)}")]
+    if s.passage not in PASSAGES:
+        out.append(("passage", f"{quoted(s.passage)} is not one of {', '.join(PASSAGES)}"))
+    elif existing and s.passage != "text":
+        out.append(("passage", "a [collection] is replayed with the vectors it holds: rag_eval embeds none of its "
+                               "chunks (remove passage)"))  # fmt: skip
     if s.provider == "openai":
         if not s.base_url or "://" not in s.base_url:
             out.append(("base_url", "required: the endpoint's URL, such as http://127.0.0.1:8080/v1"))

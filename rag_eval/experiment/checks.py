@@ -64,6 +64,7 @@ FILE_KEYS: Mapping[str, str] = {
     "min_overlap_chars": "dataset.min_overlap_chars",
     "chunker_spec": "chunker.spec",
     "cutoffs": "metrics.cutoffs",
+    "lead_cutoffs": "metrics.lead",
     "cache_dir": "embedder.cache_dir",
     "embedder": "embedder",
     "vectors_dir": "embedder.vectors_dir",
@@ -287,6 +288,9 @@ def _metrics(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
     elif len(cutoffs) > MAX_CUTOFFS:
         reason = f"{len(cutoffs)} cutoffs"
     else:
+        unmeasured = [k for k in exp.lead_cutoffs if k not in cutoffs]
+        if unmeasured:
+            yield ConfigProblem(keys.of("lead_cutoffs"), f"{unmeasured} not among the cutoffs measured {list(cutoffs)}")
         return
     yield ConfigProblem(keys.of("cutoffs"), f"{reason}: {CUTOFF_RULE}")
 

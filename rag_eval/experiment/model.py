@@ -18,13 +18,14 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import PostProcessor
 from rag_eval.core.types import SearchMode
+from rag_eval.datasets.beir import corpus_has_metadata
 from rag_eval.datasets.chunking import DEFAULT_CHUNKER_SPEC
 from rag_eval.embed.providers import EmbedSettings
 from rag_eval.experiment.latency import TimingPlan
@@ -37,6 +38,8 @@ DEFAULT_LITE_DIR = Path("reports/milvus")
 DEFAULT_CACHE_DIR = Path("reports/cache/embeddings")
 DEFAULT_CUTOFFS = (1, 3, 5, 10)
 MAX_NAME = 100  # characters of an experiment name (a slug made from a directory name is cut there)
+
+UNLIMITED = 2**31 - 1  # a projector limit lifted (Java's Integer.MAX_VALUE: what a .properties file can hold)
 
 DEFAULT_FUZZY_THRESHOLD = 90.0  # the partial-ratio score (0-100) a fuzzy location of a stored row needs
 
@@ -63,13 +66,30 @@ class IngestProfile:
         }
 
 
-DEFAULT_PROFILE = "production"  # rows as production has them, whether a run comes from a file or from flags
+DEFAULT_PROFILE = "production"  # rows as production has them, for a data set whose documents carry metadata
 PROFILES: Mapping[str, IngestProfile] = {
     "clean": IngestProfile(),
     "production": IngestProfile(
         name="production", legacy_share=0.10, missing_doc_share=0.05, duplicate_share=0.10, seed=7
     ),
 }
+
+
+def lifted_budget(config: RagConfig) -> RagConfig:
+    """``config`` with the projector's limits lifted (``[experiment] payload_budget = false``).
+
+    >>> lifted_budget(RagConfig()).as_properties()["rag.projector.max-excerpt-chars"]
+    '2147483647'
+    """
+    return replace(config, max_excerpt_chars=UNLIMITED, max_total_chars=UNLIMITED, max_blocks=UNLIMITED)
+
+
+def default_profile(dataset_path: Path) -> IngestProfile:
+    """The profile of an experiment that names none: ``production`` (re-ingested copies, rows without
+    doc_id or chunk_index: the shipped comparison is about them) when the data set's documents carry
+    metadata as a production export does, ``clean`` for a plain BEIR corpus (a benchmark: its rows as the
+    data set has them)."""
+    return PROFILES[DEFAULT_PROFILE if corpus_has_metadata(dataset_path) else "clean"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +183,22 @@ class Experiment:
     load: LoadSettings | None = None  # the [load] table: `rag-eval run` then measures latency under load too
     existing: CollectionSpec | None = None  # the [collection] table: replay a collection built elsewhere
     traffic: TrafficSpec | None = None  # the [traffic] table: production queries without labels, replayed too
+    payload_budget: bool = True  # False: every config's projector limits lifted (measure retrieval, not the budget)
+    profile_named: bool = True  # False: no profile was named, the data set chose it (default_profile)
+    lead_cutoffs: tuple[int, ...] = ()  # the cutoffs the console and the report lead with (): 5, else the largest
+
+    def __post_init__(self) -> None:
+        if not self.payload_budget:  # every way an experiment is made (a file, flags, replace) lifts them
+            lifted = tuple(replace(c, config=lifted_budget(c.config)) for c in self.configs)
+            object.__setattr__(self, "configs", lifted)
+
+    @property
+    def leading_cutoffs(self) -> tuple[int, ...]:
+        """The cutoffs the console table shows and the report leads with: ``[metrics] lead`` (or ``--cutoffs``),
+        else 5 when measured, else the largest measured."""
+        if self.lead_cutoffs:
+            return self.lead_cutoffs
+        return (5,) if 5 in self.cutoffs or not self.cutoffs else (max(self.cutoffs),)
 
     @property
     def embedder_model(self) -> str:
@@ -176,7 +212,8 @@ class Experiment:
     def embedder_identity(self) -> list[Any]:
         """The embedder as a run's identity names it (a local model: as it always did)."""
         extra = [] if self.embedder.provider == "sentence-transformers" else [self.embedder.model_id]
-        return [self.embedder_model, self.embedder_normalize, *extra]
+        passage = [] if self.embedder.passage == "text" else [self.embedder.passage]
+        return [self.embedder_model, self.embedder_normalize, *extra, *passage]
 
     def checked_cap(self, spec: ConfigSpec) -> tuple[int | None, str]:
         """The per-document cap ``spec``'s delivery is checked against, and where it comes from.
@@ -268,8 +305,10 @@ class Experiment:
                 for c in self.configs
             ],
             "production_cap": self.production_cap,
+            "payload_budget": self.payload_budget,
             "baseline": self.baseline,
             "cutoffs": list(self.cutoffs),
+            "lead_cutoffs": list(self.lead_cutoffs),  # as named ([metrics] lead, --cutoffs): the report leads with them
             "warmup": self.warmup,
             "timing": self.timing.as_dict(),
             "batch_size": self.batch_size,

@@ -29,7 +29,7 @@ from rag_eval.experiment.checks import (
     raise_problems,
 )
 from rag_eval.experiment.latency import TimingPlan
-from rag_eval.experiment.model import PROFILES, ConfigSpec, Experiment, slug_name
+from rag_eval.experiment.model import PROFILES, ConfigSpec, Experiment, default_profile, slug_name
 from rag_eval.traffic.logs import TrafficSpec
 
 # The flag that sets each field (a problem with the field is then named by the flag)
@@ -45,6 +45,8 @@ FLAGS: Mapping[str, str] = {
     "query_limit": "--limit",
     "timing": "--latency",
     "traffic": "--traffic",
+    "lead_cutoffs": "--cutoffs",
+    "cutoffs": "--cutoffs",  # a cutoff --cutoffs adds is measured too
 }
 
 
@@ -81,6 +83,7 @@ class Overrides:
     query_limit: int | None = None
     latency: str | None = None
     traffic: str | None = None  # a query log in place of [traffic]'s path (a [traffic] table of defaults if none)
+    cutoffs: tuple[int, ...] = ()  # --cutoffs: the cutoffs the console and the report lead with (measured too)
     require_configs: bool = True  # an experiment without configs is refused
 
 
@@ -105,12 +108,17 @@ def with_overrides(exp: Experiment, overrides: Overrides | None = None) -> Exper
         changes["dataset_path"] = Path(o.dataset).resolve()
         if exp.source is None:
             changes["name"] = slug_name(Path(o.dataset).resolve().name)
+        if not exp.profile_named and o.profile is None:  # another data set: it chooses again
+            changes["profile"] = default_profile(changes["dataset_path"])
     if o.profile is not None:
         if o.profile not in PROFILES:
             known = ", ".join(PROFILES)
             problems.append(ConfigProblem("--profile", f"unknown profile {quoted(o.profile)} (known: {known})"))
         else:
-            changes["profile"] = PROFILES[o.profile]
+            changes["profile"], changes["profile_named"] = PROFILES[o.profile], True
+    if o.cutoffs:
+        changes["lead_cutoffs"] = tuple(o.cutoffs)
+        changes["cutoffs"] = tuple(sorted({*exp.cutoffs, *o.cutoffs}))
     if o.configs:
         changes["configs"] = tuple(o.configs)
         changes["baseline"] = o.baseline or o.configs[0].name
@@ -139,4 +147,5 @@ def default_experiment(dataset: str, split: str = "test") -> Experiment:
     if why := path_problem(dataset):
         raise ConfigError([ConfigProblem("--dataset", why)])
     path = Path(dataset).resolve()
-    return Experiment(name=slug_name(path.name), source=None, dataset_path=path, split=split)
+    return Experiment(name=slug_name(path.name), source=None, dataset_path=path, split=split,
+                      profile=default_profile(path), profile_named=False)  # fmt: skip

@@ -21,7 +21,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written
 from rag_eval.experiment.checks import check_experiment, path_problem, raise_problems, retrieve_k_problem
 from rag_eval.experiment.configs_table import read_configs
-from rag_eval.experiment.model import Experiment
+from rag_eval.experiment.model import Experiment, default_profile
 from rag_eval.experiment.section import TableReader
 from rag_eval.experiment.tables import SHAPES, TABLES, Fields
 
@@ -64,6 +64,8 @@ def experiment_from_table(table: Mapping[str, Any], *, base: Path, source: str |
         if isinstance(table.get("milvus"), Mapping) and "collection" in table["milvus"]:
             problems.append(ConfigProblem("milvus.collection", "the collection is [collection] name: remove this"))
     fields |= read_configs(table.get("configs", []), base=base, problems=problems, baseline=fields.pop("baseline"))
+    if not fields["profile_named"] and "collection" not in table:  # the data set chooses (default_profile)
+        fields["profile"] = default_profile(fields["dataset_path"])
     exp = Experiment(**fields)
     raise_problems([*problems, *check_experiment(exp)], source)
     return exp

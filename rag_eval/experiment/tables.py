@@ -41,11 +41,13 @@ TableRead = Callable[[TableReader], Fields]
 
 
 def read_experiment(t: TableReader) -> Fields:
-    """``[experiment]`` name, baseline (or ``baseline = true`` on a config), production_cap."""
+    """``[experiment]`` name, baseline (or ``baseline = true`` on a config), production_cap, payload_budget
+    (false: the projector's limits lifted for every config, to measure retrieval rather than the budget)."""
     return {
         "name": t.get("name", str, "experiment"),
         "baseline": t.get("baseline", str, ""),
         "production_cap": t.get("production_cap", int),
+        "payload_budget": t.get("payload_budget", bool, True),
     }
 
 
@@ -93,6 +95,7 @@ def embed_settings(t: TableReader) -> EmbedSettings:
         file=file.resolve() if file is not None else None, callable=t.get("callable", str),
         fit_sample=t.get("fit_sample", int, d.fit_sample), fit_k=t.get("fit_k", int, d.fit_k),
         fit_min=float(t.get("fit_min", number, d.fit_min)), fit_seed=t.get("fit_seed", int, d.fit_seed),
+        passage=t.get("passage", str, d.passage),
     )  # fmt: skip
 
 
@@ -112,9 +115,12 @@ def read_milvus(t: TableReader) -> Fields:
 
 
 def _index(t: TableReader) -> IndexSpec:
-    defaults = IndexSpec()
+    """``index = { type, metric, params, search }``: the parameters a type has by default are its own
+    (:meth:`IndexSpec.of_type`: a FLAT index has none), replaced by those written."""
+    index_type = str(t.get("type", str, IndexSpec().index_type)).upper()
+    defaults = IndexSpec.of_type(index_type)
     spec = IndexSpec(
-        index_type=str(t.get("type", str, defaults.index_type)).upper(),
+        index_type=index_type,
         metric=str(t.get("metric", str, defaults.metric)).upper(),
         build_params=t.get("params", Mapping, defaults.build_params),
         search_params=t.get("search", Mapping, defaults.search_params),
@@ -153,7 +159,9 @@ def read_collection(t: TableReader) -> Fields:
 
 
 def read_ingest(t: TableReader) -> Fields:
-    """``[ingest]`` profile (a name of :data:`PROFILES`) and explicit shares or seed on top of it."""
+    """``[ingest]`` profile (a name of :data:`PROFILES`) and explicit shares or seed on top of it; without a
+    profile named, the reader lets the data set choose it (:func:`~rag_eval.experiment.model.default_profile`)."""
+    named = t.get("profile", str) is not None
     name = t.get("profile", str, DEFAULT_PROFILE)
     base = PROFILES.get(name)
     if base is None:
@@ -168,16 +176,27 @@ def read_ingest(t: TableReader) -> Fields:
     if seed is not None:
         changes["seed"] = seed
     profile = replace(base, **changes)
-    return {"profile": replace(profile, name=f"{name}+custom") if changes else profile}
+    return {"profile": replace(profile, name=f"{name}+custom") if changes else profile, "profile_named": named}
 
 
 def read_metrics(t: TableReader) -> Fields:
-    """``[metrics]`` cutoffs (the k of P@k, R@k, nDCG@k, Success@k)."""
+    """``[metrics]`` cutoffs (the k of P@k, R@k, nDCG@k, Success@k), lead (the cutoffs, or one, that the
+    console shows and the report leads with)."""
     cutoffs = t.get("cutoffs", list, list(DEFAULT_CUTOFFS))
-    if not all(isinstance(c, int) and not isinstance(c, bool) for c in cutoffs):
+    if not _integers(cutoffs):
         t.problem("cutoffs", f"expected integers, got {quoted(cutoffs)}: {CUTOFF_RULE}")
         cutoffs = list(DEFAULT_CUTOFFS)
-    return {"cutoffs": tuple(sorted(cutoffs))}  # duplicates kept, for the check to name
+    lead = t.get("lead", (int, list), [])
+    lead = [lead] if isinstance(lead, int) else lead
+    if not _integers(lead):
+        t.problem("lead", f"expected a cutoff or a list of them, got {quoted(lead)}")
+        lead = []
+    # duplicates kept, for the check to name
+    return {"cutoffs": tuple(sorted(cutoffs)), "lead_cutoffs": tuple(lead)}
+
+
+def _integers(values: Any) -> bool:
+    return isinstance(values, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in values)
 
 
 def read_timing(t: TableReader) -> Fields:

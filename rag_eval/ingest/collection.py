@@ -112,7 +112,14 @@ def collection_manifest(exp: Experiment, source: IngestSource, resolver: VectorR
         "full_text": needs_full_text(exp),
         "dim": dim,
         "vector_files": sorted([name, sha] for name, sha in vector_files),
+        **({"passage": exp.embedder.passage} if exp.embedder.passage != "text" else {}),
     }
+
+
+def chunk_texts(exp: Experiment, corpus: ChunkedCorpus) -> list[str]:
+    """What is embedded for each chunk: its text, or its document's title and its text (``[embedder]
+    passage = "title+text"``, the BEIR convention)."""
+    return [exp.embedder.passage_text(c.title, c.content) for c in corpus.chunks]
 
 
 def needs_full_text(exp: Experiment) -> bool:
@@ -226,7 +233,7 @@ def ensure_collection(
                     reason="manifest matches",
                 )
             reason = "manifest differs" if stored != manifest else "incomplete collection"
-        texts = [c.content for c in corpus.chunks]
+        texts = chunk_texts(exp, corpus)
         vectors = resolver.resolve(texts, progress=progress("embedding chunks", len(resolver.missing(texts))))
         by_key = {c.key: v for c, v in zip(corpus.chunks, vectors, strict=True)}
         try:

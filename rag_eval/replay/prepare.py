@@ -23,7 +23,14 @@ from rag_eval.embed.precomputed import query_vector_file
 from rag_eval.embed.vector_files import EmbeddingCache, VectorFile
 from rag_eval.existing.preflight import Existing, resolve_existing
 from rag_eval.experiment import Experiment
-from rag_eval.ingest.collection import IngestResult, IngestRow, IngestSource, ensure_collection, plan_rows
+from rag_eval.ingest.collection import (
+    IngestResult,
+    IngestRow,
+    IngestSource,
+    chunk_texts,
+    ensure_collection,
+    plan_rows,
+)
 from rag_eval.traffic.logs import Traffic, read_traffic
 
 TRAFFIC_ID_PREFIX = "traffic:"
@@ -34,8 +41,11 @@ def chunker_slug(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", spec).strip("-")
 
 
-def vector_files(vectors_dir: Path, chunker_spec: str) -> tuple[Path, Path]:
-    return vectors_dir / f"chunks.{chunker_slug(chunker_spec)}.parquet", vectors_dir / "queries.parquet"
+def vector_files(vectors_dir: Path, chunker_spec: str, passage: str = "text") -> tuple[Path, Path]:
+    """The data set's precomputed chunk and query vector files (chunks embedded with their titles: a file of
+    their own, ``chunks.<chunker>.title-text.parquet``)."""
+    tail = "" if passage == "text" else f".{chunker_slug(passage)}"
+    return vectors_dir / f"chunks.{chunker_slug(chunker_spec)}{tail}.parquet", vectors_dir / "queries.parquet"
 
 
 def normalized_queries(dataset: Dataset, transformer: KnowledgeQueryTransformer | None = None) -> list[str]:
@@ -48,11 +58,11 @@ def make_resolver(exp: Experiment, dataset: Dataset, corpus: ChunkedCorpus | Non
     without a corpus), then the on-disk cache, then the ``[embedder]`` provider for whatever is still missing."""
     settings = exp.embedder
     model_id = settings.model_id
-    chunk_file, query_file = vector_files(exp.resolved_vectors_dir, exp.chunker_spec)
+    chunk_file, query_file = vector_files(exp.resolved_vectors_dir, exp.chunker_spec, settings.passage)
     precomputed = []
     sources = [(query_file, normalized_queries(dataset))]
     if corpus is not None:
-        sources.insert(0, (chunk_file, [c.content for c in corpus.chunks]))
+        sources.insert(0, (chunk_file, chunk_texts(exp, corpus)))
     for path, texts in sources:
         if path.is_file():
             vf = VectorFile.read(path)

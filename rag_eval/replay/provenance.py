@@ -124,7 +124,8 @@ def manifest(
             "collection": ingest.collection,
             "backend": backend.kind,
             "server_version": backend.server_version,
-            "index": exp.index.to_json(),
+            "index": exp.index.to_json(),  # as built (a FLAT index: no HNSW parameter); as sent, below
+            **({"search": exp.index.search_record()} if prep.existing is None else {}),
             "collection_manifest": ingest.manifest,
             "reused": ingest.reused,
             "ingest_seconds": ingest.seconds,

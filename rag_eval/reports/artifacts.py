@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from rag_eval.files import json_safe
 from rag_eval.loadtest.driver import LoadResult
-from rag_eval.metrics.measures import chunk_ranking, doc_ranking
+from rag_eval.metrics.perquery import doc_of
 from rag_eval.reports.junit import render_junit
 from rag_eval.reports.loadtest import render_load_markdown
 from rag_eval.reports.markdown import render_markdown
@@ -92,7 +92,35 @@ def html_report(shown_dir: Path) -> Render:
 
 def trec_rankings(parts: Iterator[pa.Table]) -> Iterator[Ranking]:
     """(config, query id, delivered chunks, delivered documents) of every row, part by part, ranked as the
-    measures rank them."""
+    measures rank them, each with its search score (:func:`scored_rankings`)."""
     for part in parts:
         for row in part.to_pylist():
-            yield row["config"], row["query_id"], chunk_ranking(row), doc_ranking(row)
+            chunks, docs = scored_rankings(row)
+            yield row["config"], row["query_id"], chunks, docs
+
+
+def scored_rankings(row: Mapping[str, Any]) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """The delivered chunks and documents of a row in delivered order (as
+    :func:`~rag_eval.metrics.measures.chunk_ranking` and :func:`~rag_eval.metrics.measures.doc_ranking` rank
+    them), each with its search score: a chunk's best hit's score (else its block's), a document's that of
+    its first delivered chunk.
+
+    >>> row = {"member_chunks": ["d#chunk-1", "d#chunk-0", "e#chunk-0"], "member_block": [1, 1, 2],
+    ...        "returned_scores": [0.9, 0.7], "hit_chunks": ["d#chunk-1", "e#chunk-0", "d#chunk-0"],
+    ...        "hit_scores": [0.9, 0.7, 0.6]}
+    >>> scored_rankings(row)
+    ([('d#chunk-1', 0.9), ('d#chunk-0', 0.6), ('e#chunk-0', 0.7)], [('d', 0.9), ('e', 0.7)])
+    """
+    best: dict[str, float] = {}
+    for chunk, score in zip(row["hit_chunks"], row["hit_scores"], strict=True):
+        best.setdefault(chunk, float(score))
+    blocks, block_scores = row["member_block"], row["returned_scores"]
+    chunks: dict[str, float] = {}
+    for chunk, block in zip(row["member_chunks"], blocks, strict=True):
+        if chunk not in chunks:
+            chunks[chunk] = best.get(chunk, float(block_scores[block - 1]))
+    docs: dict[str, float] = {}
+    for chunk, score in chunks.items():
+        if not chunk.startswith("unknown:"):
+            docs.setdefault(doc_of(chunk), score)
+    return list(chunks.items()), list(docs.items())

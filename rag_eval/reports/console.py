@@ -27,7 +27,7 @@ from rag_eval.experiment import Experiment
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.ingest.collection import IngestResult
 from rag_eval.metrics.registry import IDENTITY_TABLE, READING_ORDER
-from rag_eval.reports.display import flatten_config, fmt, measure
+from rag_eval.reports.display import budget_note, flatten_config, fmt, measure
 from rag_eval.reports.existing import drift_text
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
@@ -94,15 +94,18 @@ def _cap_label(cfg: Mapping[str, Any]) -> str:
     return str(cap) if cfg.get("cap_checked_source") == "config" else f"{cap} (production)"
 
 
-def summary_table(summary: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
-    """(measure label, value per config) for printing: the measures of :func:`console_measures` at
-    cutoff 5 (else the run's last), then the relevant chunks lost at each stage."""
+def summary_table(summary: Mapping[str, Any], lead: Sequence[int] = ()) -> list[tuple[str, list[str]]]:
+    """(measure label, value per config) for printing: the measures of :func:`console_measures` at the
+    ``lead`` cutoffs (the measured ones of them; none: 5, else the run's last), then the relevant chunks lost
+    at each stage."""
     configs: Mapping[str, Mapping[str, Any]] = summary["configs"]
     names: Sequence[str] = list(configs)
     cutoffs = summary["cutoffs"]
     flats = {n: flatten_config(configs[n]) for n in names}
     rows: list[tuple[str, list[str]]] = []
-    for name in console_measures(5 if 5 in cutoffs else cutoffs[-1]):
+    leading = [k for k in lead if k in cutoffs] or [5 if 5 in cutoffs else cutoffs[-1]]
+    shown = list(MEASURES) + [n for k in leading for n in console_measures(k)[len(MEASURES) :] if n not in MEASURES]
+    for name in dict.fromkeys(shown):
         m = measure(name)
         if name == "cap_checked":  # where the cap came from says as much as the cap
             values = [_cap_label(configs[n]) for n in names]
@@ -132,18 +135,28 @@ def describe_run(exp: Experiment, out: Path) -> str:
             f"baseline {exp.baseline}, queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; "
             f"run directory {out}"
         )
+    passage = "" if exp.embedder.passage == "text" else f" ({exp.embedder.passage})"
+    chosen = "" if exp.profile_named else " (chosen by the data set)"
+    budget = "" if exp.payload_budget else ", payload budget lifted"
     return (
         f"{exp.name}: data set {exp.dataset_path} (split {exp.split}), chunker {exp.chunker_spec}, "
-        f"embedder {exp.embedder.label}, ingest profile {exp.profile.name}, Milvus {exp.target.redacted_uri} "
-        f"(index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline {exp.baseline}, "
-        f"queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
+        f"embedder {exp.embedder.label}{passage}, ingest profile {exp.profile.name}{chosen}, Milvus "
+        f"{exp.target.redacted_uri} (index {exp.index.index_type}/{exp.index.metric}), configs {configs}, baseline "
+        f"{exp.baseline}{budget}, queries {exp.query_limit or 'all'}, batches of {exp.batch_size}; run directory {out}"
     )
 
 
 def print_run(
-    summary: Mapping[str, Any], *, experiment: str, baseline: str, gates: Mapping[str, Any] | None, out: Path
+    summary: Mapping[str, Any],
+    *,
+    experiment: str,
+    baseline: str,
+    gates: Mapping[str, Any] | None,
+    out: Path,
+    lead: Sequence[int] = (),
 ) -> None:
-    """The run's table, its gates (``gates``: the comparison's document) and where its files are."""
+    """The run's table (its measures at the ``lead`` cutoffs), its gates (``gates``: the comparison's
+    document) and where its files are."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -153,10 +166,12 @@ def print_run(
     table.add_column("measure")
     for name in summary["configs"]:
         table.add_column(escape(name + (" (baseline)" if name == baseline else "")), justify="right")
-    for label, values in summary_table(summary):
+    for label, values in summary_table(summary, lead):
         table.add_row(escape(label), *(escape(v) for v in values))
     console = Console(width=max(100, 40 + 22 * len(summary["configs"])))
     console.print(table)
+    if (budget := budget_note(summary)) is not None:
+        console.print(f"note: {escape(budget)}", soft_wrap=True)
     moved = drift_text(summary.get("resolution") or {})
     if moved is not None:  # a collection built elsewhere, ingested again since its labels were resolved
         console.print(f"labels moved since the previous resolution (a re-ingest): {escape(moved)}", soft_wrap=True)

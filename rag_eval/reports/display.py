@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rag_eval.metrics.registry import (
@@ -202,3 +202,57 @@ def loss_order(stage: str) -> int:
 
 def loss_label(stage: str) -> str:
     return re.sub(r"^projector_", "projector: ", stage).replace("_", " ")
+
+
+BUDGET_STAGES = ("projector", "projector_blocks", "projector_excerpt_chars", "projector_total_chars")
+
+
+def budget_note(summary: Mapping[str, Any]) -> str | None:
+    """What a run says when the payload budget changed its measures: the relevant chunks the pipeline
+    selected that the projector's limits cut (a truncated excerpt is not delivered), per config; None when
+    the budget cut none.
+
+    >>> budget_note({"configs": {"a": {"stage_losses": {"projector_excerpt_chars": 3, "projector_blocks": 1}},
+    ...                          "b": {"stage_losses": {"cap": 2}}}})  # doctest: +NORMALIZE_WHITESPACE
+    "the payload budget changed the measures: relevant chunks the pipeline had selected and the projector's
+     limits cut, per config: a: 4 (excerpt chars 3, blocks 1); b: 0; they count as not delivered ([experiment]
+     payload_budget = false measures retrieval alone)"
+    >>> budget_note({"configs": {"a": {"stage_losses": {"cap": 2}}}}) is None
+    True
+    """
+    configs: Mapping[str, Mapping[str, Any]] = summary.get("configs") or {}
+    parts, total = [], 0
+    for name, cfg in configs.items():
+        losses = {s: int(n) for s, n in (cfg.get("stage_losses") or {}).items() if s in BUDGET_STAGES and n}
+        lost = sum(losses.values())
+        total += lost
+        detail = ", ".join(f"{loss_label(s).removeprefix('projector: ')} {n}" for s, n in losses.items())
+        parts.append(f"{name}: {lost}" + (f" ({detail})" if lost else ""))
+    if not total:
+        return None
+    return (
+        f"the payload budget changed the measures: relevant chunks the pipeline had selected and the "
+        f"projector's limits cut, per config: {'; '.join(parts)}; they count as not delivered ([experiment] "
+        "payload_budget = false measures retrieval alone)"
+    )
+
+
+def lead_first(names: Sequence[str], lead: Sequence[int]) -> list[str]:
+    """``names`` with the measures at the ``lead`` cutoffs first (in the order of ``lead``), the others after
+    them as they were.
+
+    >>> lead_first(["nDCG@1", "nDCG@5", "R@10", "nDCG@10", "RR"], [10])
+    ['R@10', 'nDCG@10', 'nDCG@1', 'nDCG@5', 'RR']
+    """
+    ends = [f"@{k}" for k in lead]
+
+    def rank(name: str) -> int:
+        return next((i for i, end in enumerate(ends) if name.endswith(end)), len(ends))
+
+    return sorted(names, key=rank)
+
+
+def lead_of(manifest: Mapping[str, Any]) -> list[int]:
+    """The cutoffs a run's report leads with, as the experiment named them (none: the report's own order)."""
+    lead = (manifest.get("experiment") or {}).get("lead_cutoffs") or []
+    return [int(k) for k in lead if isinstance(k, int)]

@@ -35,7 +35,7 @@ from rag_eval.compare.runs import unjudged_note
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
 from rag_eval.reports import chart_data
-from rag_eval.reports.display import loss_label
+from rag_eval.reports.display import budget_note, lead_of, loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
 from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
@@ -112,13 +112,14 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "compare": compare,
         "verdict": lines,
         "unjudged": unjudged_note(summary),
+        "budget": budget_note(summary),
         "models": {
             str(c.get("name")): str(c.get("models", "")) for c in manifest.get("configs") or () if c.get("models")
         },
         "exit_code": compare.get("exit_code") if compare else None,
         "candidates": [line.candidate for line in lines],
         "comparison_baselines": [line.baseline for line in lines],
-        "table": metric_table(summary, compare),
+        "table": metric_table(summary, compare, lead_of(manifest)),
         "config_names": names,
         "config_differ": differ,
         "config_same": same,

@@ -23,7 +23,7 @@ import jinja2
 
 from rag_eval.metrics.perquery import KIND_LABELS
 from rag_eval.metrics.registry import IDENTITY_TABLE, LATENCY_STAGES
-from rag_eval.reports.display import flatten_config, fmt, measure
+from rag_eval.reports.display import budget_note, flatten_config, fmt, lead_first, lead_of, measure
 from rag_eval.reports.existing import resolution_rows
 from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.tables import verdict
@@ -113,4 +113,6 @@ def render_markdown(
         stages=LATENCY_STAGES,
         collection_rows=resolution_rows(summary["resolution"]) if summary.get("resolution") else None,
         traffic_rows=figure_rows(summary) if summary.get("traffic") else None,
+        budget=budget_note(summary),
+        standard=lead_first(list(summary["configs"][names[0]].get("chunk") or {}), lead_of(manifest)),
     )

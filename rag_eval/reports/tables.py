@@ -24,6 +24,7 @@ from rag_eval.reports.display import (
     fmt,
     fmt_delta,
     fmt_ratio,
+    lead_first,
     measure,
     normalise_key,
     ordered,
@@ -151,10 +152,12 @@ def verdict(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> li
     return out
 
 
-def metric_table(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> list[tuple[str, list[MetricRow]]]:
+def metric_table(
+    summary: Mapping[str, Any], compare: Mapping[str, Any] | None, lead: Sequence[int] = ()
+) -> list[tuple[str, list[MetricRow]]]:
     """(group title, rows) in reading order: the mission's measures first, then chunk and
-    document level, payload, latency, counts. Every measure the summary (or the comparison)
-    holds is shown."""
+    document level, payload, latency, counts; in a group, the measures at the ``lead`` cutoffs first. Every
+    measure the summary (or the comparison) holds is shown."""
     flats = {n: flatten_config(c) for n, c in summary["configs"].items()}
     comps = comparisons(summary, compare)
     maps = [_metric_map(c) if compare is not None else {} for c in comps]
@@ -171,6 +174,10 @@ def metric_table(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) 
         for comp, mm in zip(comps, maps, strict=True):
             row.cells.append(_cell(m, comp, mm.get(m.name), flats))
         groups[m.group].append(row)
+    if lead:
+        for g, rows in groups.items():
+            order = {key: i for i, key in enumerate(lead_first([r.key for r in rows], lead))}
+            groups[g] = sorted(rows, key=lambda r: order[r.key])
     return [(GROUP_TITLES[g], rows) for g, rows in groups.items() if rows]
 
 

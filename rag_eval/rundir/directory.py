@@ -320,10 +320,14 @@ class RunStore:
         return path
 
     def write_trec_runs(
-        self, rankings: Iterable[tuple[str, str, list[str], list[str]]], names: Sequence[str]
+        self,
+        rankings: Iterable[tuple[str, str, list[tuple[str, float]], list[tuple[str, float]]]],
+        names: Sequence[str],
     ) -> list[Path]:
         """``runs/<config>.trec`` and ``runs/<config>.docs.trec`` of every config in ``names``, from
-        (config, query id, chunk ranking, document ranking) in query order, written line by line."""
+        (config, query id, chunk ranking, document ranking) in query order, each item with its search score,
+        written line by line; the scores as :func:`trec_scores` makes them (score order is the delivered
+        order)."""
         runs = self._target / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         targets = {(n, kind): runs / f"{n}{'' if kind == 0 else '.docs'}.trec" for n in names for kind in (0, 1)}
@@ -335,8 +339,9 @@ class RunStore:
             for name, qid, chunks, docs in rankings:
                 for kind, items in ((0, chunks), (1, docs)):
                     fh = files[(name, kind)]
-                    for rank, item in enumerate(items, start=1):
-                        fh.write(f"{qid} Q0 {item} {rank} {len(items) - rank + 1} {name}\n")
+                    scores = trec_scores([score for _, score in items])
+                    for rank, ((item, _), score) in enumerate(zip(items, scores, strict=True), start=1):
+                        fh.write(f"{qid} Q0 {item} {rank} {score!r} {name}\n")
         return list(targets.values())
 
     def write_trec_qrels(self, name: str, qrels: Mapping[str, Mapping[str, int]]) -> Path:
@@ -352,6 +357,28 @@ class RunStore:
 
     def finish(self) -> None:
         shutil.rmtree(self.parts_dir, ignore_errors=True)
+
+
+def trec_scores(scores: Sequence[float]) -> list[float]:
+    """The scores a TREC run writes for items in delivered order: each item's own score, lowered to the
+    largest single-precision float below the previous line's where it is not below it in single precision (a
+    tie, a later chunk of a merged block, a missing score), so that tools that rank by score read the
+    delivered order: trec_eval (and pytrec_eval) keep a score as a C ``float`` and break ties by document name.
+
+    >>> below = lambda x: float(np.nextafter(np.float32(x), np.float32(-np.inf)))
+    >>> trec_scores([0.5, 0.25, 0.25, 0.375]) == [0.5, 0.25, below(0.25), below(below(0.25))]
+    True
+    >>> trec_scores([])
+    []
+    """
+    out: list[float] = []
+    down = np.float32(-np.inf)
+    for score in scores:
+        value = float(score)
+        if out and not np.float32(value) < np.float32(out[-1]):  # NaN too
+            value = float(np.nextafter(np.float32(out[-1]), down))
+        out.append(value)
+    return out
 
 
 def published_files(directory: str | Path) -> list[str]:

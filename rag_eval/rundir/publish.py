@@ -30,8 +30,11 @@ from rag_eval.files import write_json, write_parquet, write_text
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.texts import TEXT_COLUMNS, write_texts
 
-Ranking = tuple[str, str, list[str], list[str]]  # (config, query id, delivered chunks, delivered documents)
-RANKING_COLUMNS = ("query_id", "config", "member_chunks")  # what the rankings are read from
+Scored = list[tuple[str, float]]  # (chunk or document, its search score) in delivered order
+Ranking = tuple[str, str, Scored, Scored]  # (config, query id, delivered chunks, delivered documents)
+# what the rankings are read from
+RANKING_COLUMNS = ("query_id", "config", "member_chunks", "member_block", "returned_scores", "hit_chunks",
+                   "hit_scores")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,30 @@ class IndexSpec:
         """Exact search: every backend returns the same order."""
         return cls(index_type="FLAT", metric=metric, build_params={}, search_params={})
 
+    @classmethod
+    def of_type(cls, index_type: str, metric: str = "COSINE") -> IndexSpec:
+        """An index of ``index_type`` with its default parameters: HNSW's ``M``, ``efConstruction`` and
+        ``ef``; none for any other type (FLAT has none, the others take what the experiment gives).
+
+        >>> IndexSpec.of_type("FLAT").to_json()
+        {'index_type': 'FLAT', 'metric': 'COSINE', 'build_params': {}, 'search_params': {}}
+        """
+        if index_type.upper() == "HNSW":
+            return cls(metric=metric)
+        return cls(index_type=index_type.upper(), metric=metric, build_params={}, search_params={})
+
+    def search_record(self) -> dict[str, Any]:
+        """The search parameters every search sends, as provenance records them: HNSW's ``ef`` is raised to
+        each search's limit (and its query cache skipped where the backend takes ``for_tuning``).
+
+        >>> IndexSpec().search_record(), IndexSpec.flat().search_record()
+        ({'params': {'ef': 64}, 'ef': 'at least the search limit'}, {'params': {}})
+        """
+        record: dict[str, Any] = {"params": dict(self.search_params)}
+        if self.index_type.upper().startswith("HNSW"):
+            record["ef"] = "at least the search limit"
+        return record
+
     def to_json(self) -> dict[str, Any]:
         return {
             "index_type": self.index_type,

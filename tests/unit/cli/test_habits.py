@@ -12,6 +12,7 @@ import pytest
 from rag_eval import cli
 from rag_eval.cli_flags import COMMANDS, PATHS
 from rag_eval.core.config import RagConfig
+from rag_eval.core.errors import ConfigError
 from rag_eval.experiment import load_experiment
 from tests.conftest import ROOT, SHIPPED
 
@@ -32,6 +33,7 @@ def test_every_command_takes_the_global_flags_and_states_the_path_rule(command: 
     for flag in ("-q", "--quiet"):
         args = cli.build_parser().parse_args([command, *POSITIONAL[command], flag])
         assert args.quiet is True
+        assert cli.build_parser().parse_args([flag, command, *POSITIONAL[command]]).quiet is True  # before it too
     assert cli.build_parser().parse_args([command, *POSITIONAL[command]]).quiet is False
     words = " ".join(_subparsers()[command].format_help().split())  # type: ignore[attr-defined]
     assert " ".join(PATHS.split()) in words
@@ -106,3 +108,19 @@ def test_the_readme_experiment_is_valid(tmp_path: Path) -> None:
     exp = load_experiment(tmp_path / "my-eval" / "experiment.toml")
     assert [c.name for c in exp.configs] == ["old", "new"] and exp.baseline == "old"
     assert exp.configs[0].config.pipeline.is_legacy and not exp.configs[1].config.pipeline.is_legacy
+
+
+def test_cutoffs_on_the_command_line_lead_the_console_and_are_measured(tmp_path: Path) -> None:
+    args = cli.build_parser().parse_args(["-q", "run", str(SHIPPED / "experiments" / "default.toml"), "--cutoffs",
+                                          "10,20"])  # fmt: skip
+    assert args.quiet is True and args.cutoffs == (10, 20)
+    exp = cli._experiment(args)
+    assert exp.leading_cutoffs == (10, 20) and exp.cutoffs == (1, 3, 5, 10, 20)
+    with pytest.raises(SystemExit):  # argparse: a usage error, exit 2
+        cli.build_parser().parse_args(["run", "--cutoffs", "ten"])
+
+
+def test_a_cutoff_out_of_range_on_the_command_line_is_named_by_its_flag() -> None:
+    args = cli.build_parser().parse_args(["run", str(SHIPPED / "experiments" / "default.toml"), "--cutoffs", "0"])
+    with pytest.raises(ConfigError, match="--cutoffs"):
+        cli._experiment(args)

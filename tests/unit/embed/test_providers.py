@@ -18,7 +18,7 @@ from rag_eval.core.errors import ConfigError, DatasetError, EmbedderUnavailableE
 from rag_eval.embed.embedders import VectorResolver
 from rag_eval.embed.fit import FitResult, sample_rows, self_retrieved
 from rag_eval.embed.precomputed import query_vector_file
-from rag_eval.embed.providers import EmbedSettings, NamedEmbedder, api_key
+from rag_eval.embed.providers import EmbedSettings, NamedEmbedder, api_key, settings_problems
 from rag_eval.embed.vector_files import EmbeddingCache, text_sha256
 from rag_eval.experiment import experiment_from_table
 
@@ -258,3 +258,16 @@ def test_the_fit_refuses_under_the_minimum_with_the_counts() -> None:
     )
     assert FitResult(sampled=50, found=25, k=10, minimum=0.5, seed=0, model_id="m").fits
     assert FitResult(sampled=50, found=0, k=10, minimum=0.0, seed=0, model_id="m").fits
+
+
+def test_the_passage_is_text_or_beir_s_title_and_text() -> None:
+    beir = EmbedSettings(passage="title+text")
+    assert beir.passage_text("Title ", "Body.") == "Title  Body."  # as BEIR joins them: one space, then strip()
+    assert beir.passage_text("", " Body.") == "Body." and EmbedSettings().passage_text("T", " Body.") == " Body."
+    assert beir.model_id == EmbedSettings().model_id  # the cache keys vectors by text: no model of its own
+    assert beir.as_dict()["passage"] == "title+text" and "passage" not in EmbedSettings().as_dict()
+    assert settings_problems(EmbedSettings(passage="title"), existing=False) == [
+        ("passage", "'title' is not one of text, title+text")
+    ]
+    assert [key for key, _ in settings_problems(beir, existing=True)] == ["passage"]  # a [collection]: none embedded
+    assert settings_problems(beir, existing=False) == []

@@ -134,7 +134,8 @@ def test_the_longest_config_name_accepted_has_its_trec_runs_written(tmp_path: Pa
     table["configs"][2]["name"] = "e" * 231  # not the baseline
     exp = experiment_from_table(table, base=SHIPPED / "experiments", source="exp.toml")
     longest = exp.configs[2].name
-    written = RunStore(tmp_path / "run").write_trec_runs([(longest, "q1", ["d1#chunk-0"], ["d1"])], [longest])
+    ranking = (longest, "q1", [("d1#chunk-0", 0.5)], [("d1", 0.5)])
+    written = RunStore(tmp_path / "run").write_trec_runs([ranking], [longest])
     assert [p.name for p in written] == [f"{longest}.trec", f"{longest}.docs.trec"]
     table["configs"][2]["name"] = "e" * 232
     with pytest.raises(ConfigError, match=r"232 bytes .* @ configs\[2\]\.name"):

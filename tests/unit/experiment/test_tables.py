@@ -44,11 +44,10 @@ def test_the_tables_in_the_order_their_problems_are_reported() -> None:
 
 def test_experiment_and_dataset() -> None:
     assert read(read_experiment, {}, "experiment") == (
-        {"name": "experiment", "baseline": "", "production_cap": None}, [],
+        {"name": "experiment", "baseline": "", "production_cap": None, "payload_budget": True}, [],
     )  # fmt: skip
-    assert read(read_experiment, {"name": "n", "baseline": "b", "production_cap": 2}, "experiment")[0] == {
-        "name": "n", "baseline": "b", "production_cap": 2,
-    }  # fmt: skip
+    written = {"name": "n", "baseline": "b", "production_cap": 2, "payload_budget": False}
+    assert read(read_experiment, written, "experiment")[0] == written
     fields, problems = read(read_dataset, {"path": "data", "split": "dev"}, "dataset", base=Path("/exp"))
     assert fields == {"dataset_path": Path("/exp/data"), "split": "dev", "min_overlap_chars": 1} and problems == []
     fields, problems = read(read_dataset, {"min_overlap_chars": "1"}, "dataset", base=Path("/exp"))
@@ -88,7 +87,9 @@ def test_collection_absent_or_read_with_its_problems() -> None:
 
 
 def test_ingest_a_profile_and_shares_on_top_of_it() -> None:
-    assert read(read_ingest, {}, "ingest")[0] == {"profile": PROFILES["production"]}  # rows as production has them
+    # no profile named: production, for the reader to let the data set choose (default_profile)
+    assert read(read_ingest, {}, "ingest")[0] == {"profile": PROFILES["production"], "profile_named": False}
+    assert read(read_ingest, {"profile": "production"}, "ingest")[0]["profile_named"] is True
     fields, problems = read(read_ingest, {"profile": "production", "duplicate_share": 0, "seed": 3}, "ingest")
     assert problems == []
     assert fields["profile"] == IngestProfile(name="production+custom", legacy_share=0.10, missing_doc_share=0.05,
@@ -99,10 +100,12 @@ def test_ingest_a_profile_and_shares_on_top_of_it() -> None:
 
 
 def test_metrics_cutoffs_sorted_duplicates_kept_for_the_check() -> None:
-    assert read(read_metrics, {}, "metrics") == ({"cutoffs": DEFAULT_CUTOFFS}, [])
-    assert read(read_metrics, {"cutoffs": [10, 1, 5, 5]}, "metrics") == ({"cutoffs": (1, 5, 5, 10)}, [])
+    assert read(read_metrics, {}, "metrics") == ({"cutoffs": DEFAULT_CUTOFFS, "lead_cutoffs": ()}, [])
+    assert read(read_metrics, {"cutoffs": [10, 1, 5, 5], "lead": 10}, "metrics") == (
+        {"cutoffs": (1, 5, 5, 10), "lead_cutoffs": (10,)}, [],
+    )  # fmt: skip
     fields, problems = read(read_metrics, {"cutoffs": [1, True]}, "metrics")
-    assert fields == {"cutoffs": DEFAULT_CUTOFFS}
+    assert fields == {"cutoffs": DEFAULT_CUTOFFS, "lead_cutoffs": ()}
     assert len(problems) == 1 and problems[0].startswith("expected integers, got [1, True]: ")
     assert problems[0].endswith(" @ metrics.cutoffs")
 

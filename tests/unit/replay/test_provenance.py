@@ -137,6 +137,7 @@ def test_the_manifest_records_the_data_the_collection_and_the_versions() -> None
         corpus=SimpleNamespace(chunks=(1, 2, 3)),
         labels=SimpleNamespace(level="span"),
         traffic=None,
+        existing=None,  # a collection of ours: the search parameters as sent are recorded
     )
     replayed = SimpleNamespace(
         ingest=SimpleNamespace(
@@ -154,7 +155,8 @@ def test_the_manifest_records_the_data_the_collection_and_the_versions() -> None
     }  # fmt: skip
     assert got["milvus"] == {
         "uri": "http://***@h:19530", "collection": "c1", "backend": "server", "server_version": "2.5.0",
-        "index": exp.index.to_json(), "collection_manifest": {"m": 1}, "reused": True, "ingest_seconds": 1.5,
+        "index": exp.index.to_json(), "search": {"params": {"ef": 64}, "ef": "at least the search limit"},
+        "collection_manifest": {"m": 1}, "reused": True, "ingest_seconds": 1.5,
     }  # fmt: skip
     assert got["versions"]["pymilvus"] == "2.5.1" and got["versions"]["pandas"] == pd.__version__
     assert got["configs"] == [{"name": "a", "hash": "h"}]

@@ -121,3 +121,28 @@ def test_the_console_says_when_the_labels_moved_after_a_re_ingest(
     for quiet in ({}, {"resolution": {"label_drift": None, "from_cache": True}}):
         print_run({**summary, **quiet}, experiment="e", baseline="legacy", gates=None, out=tmp_path)
         assert "labels moved" not in capsys.readouterr().out
+
+
+def test_the_lead_cutoffs_choose_the_standard_measures_shown() -> None:
+    labels = [label for label, _ in summary_table(_summary(legacy=BASE), lead=[10])]
+    assert "chunk nDCG@10" in labels and "chunk nDCG@5" not in labels
+    both = [label for label, _ in summary_table(_summary(legacy=BASE), lead=[5, 10])]
+    assert both.index("chunk nDCG@5") < both.index("chunk nDCG@10") and len(both) == len(set(both))
+    default = [label for label, _ in summary_table(_summary(legacy=BASE), lead=[20])]  # not measured: 5
+    assert default == [label for label, _ in summary_table(_summary(legacy=BASE))]
+
+
+def test_the_console_says_when_the_payload_budget_cut_relevant_chunks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rag_eval.reports.console import print_run
+
+    cut = {**BASE, "stage_losses": {"not_retrieved": 3, "projector_total_chars": 2, "projector_excerpt_chars": 5}}
+    summary = {**_summary(legacy=BASE, evidence=cut), "queries": 40, "label_level": "span"}
+    print_run(summary, experiment="e", baseline="legacy", gates=None, out=tmp_path)
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note: the payload budget")]
+    assert len(notes) == 1
+    assert "legacy: 0; evidence: 7 (total chars 2, excerpt chars 5)" in notes[0]
+    print_run({**_summary(legacy=BASE), "queries": 40, "label_level": "span"}, experiment="e", baseline="legacy",
+              gates=None, out=tmp_path)  # fmt: skip
+    assert "payload budget" not in capsys.readouterr().out

@@ -20,7 +20,7 @@ from rag_eval.metrics.measures import (
     query_values,
     summarize,
 )
-from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.directory import RunStore, trec_scores
 from rag_eval.rundir.rows import SCHEMA
 from tests.benchmarks.synthetic import per_query_table
 
@@ -73,18 +73,18 @@ def test_per_query_parquet_and_trec_runs_are_written_part_by_part(tmp_path: Path
     assert b"rag_eval.provenance" in written.schema.metadata
 
     rankings = (
-        (r["config"], r["query_id"], chunk_ranking(r), doc_ranking(r))
+        (r["config"], r["query_id"], [(c, 1.0) for c in chunk_ranking(r)], [(d, 0.5) for d in doc_ranking(r)])
         for part in store.iter_parts(("query_id", "config", "member_chunks"))
         for r in part.to_pylist()
     )
     store.write_trec_runs(rankings, ["a", "b"])
     for name in ("a", "b"):
         rows = [r for r in table.to_pylist() if r["config"] == name]
-        for suffix, rank in (("", chunk_ranking), (".docs", doc_ranking)):
+        for suffix, rank, top in (("", chunk_ranking, 1.0), (".docs", doc_ranking, 0.5)):
             expected = [
-                f"{r['query_id']} Q0 {item} {i} {len(rank(r)) - i + 1} {name}"
+                f"{r['query_id']} Q0 {item} {i} {score!r} {name}"
                 for r in rows
-                for i, item in enumerate(rank(r), start=1)
+                for i, (item, score) in enumerate(zip(rank(r), trec_scores([top] * len(rank(r))), strict=True), 1)
             ]
             assert (store.dir / "runs" / f"{name}{suffix}.trec").read_text().splitlines() == expected
 
