@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rag_eval.compare.catalog import Metric, catalog
+from rag_eval.compare.checks import RULE_MEANING
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck
 from rag_eval.compare.loadtest_gates import LoadPair, LoadSource, is_load_metric
 from rag_eval.compare.loadtest_gates import evaluate as evaluate_load
@@ -244,6 +245,8 @@ def _method(settings: Settings) -> dict[str, Any]:
         "interval": INTERVAL_NAME,
         "confidence": settings.confidence,
         "power": settings.power,
+        "rule": settings.rule,
+        "rule_meaning": dict(RULE_MEANING[settings.rule]),
         "multiple_testing": FAMILY_TEXT,
         "monte_carlo": f"p-values within 3 Monte Carlo standard errors of alpha (after Holm) redrawn with 4x "
         f"the resamples, then 16x ({MC_ROUNDS} times at most); p_mc_error is the standard error left "

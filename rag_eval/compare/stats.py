@@ -33,6 +33,11 @@ DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 4999
 MIN_TESTED_UNITS = 2  # a paired test or a bootstrap over fewer units is not defined: no p-value, no interval
 Alternative = Literal["two-sided", "less", "greater"]  # of the candidate's difference (or log ratio) from the baseline
+# when a relative gate fires: "threshold" (the change is significantly beyond the threshold) or "zero" (the estimate
+# is beyond the threshold and the change significantly differs from none); docs/deciding.md, "When a gate fires"
+Rule = Literal["threshold", "zero"]
+RULES: tuple[Rule, ...] = ("threshold", "zero")
+DEFAULT_RULE: Rule = "threshold"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +51,7 @@ class Settings:
     seed: int = DEFAULT_SEED
     power: float = 0.8
     confidence: float = 0.95
+    rule: Rule = DEFAULT_RULE  # when a relative gate fires
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

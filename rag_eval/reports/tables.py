@@ -29,7 +29,7 @@ from rag_eval.reports.display import (
     ordered,
     prefers_ratio,
 )
-from rag_eval.reports.verdict_words import verdict_sentence
+from rag_eval.reports.verdict_words import verdict_headline, verdict_sentence
 
 HEADLINE_MEASURES = VERDICT_LINE
 GATE_ORDER = ("fail", "error", "warn", "underpowered", "pass")
@@ -51,6 +51,7 @@ class VerdictLine:
     items: tuple[Item, ...]
     gates: tuple[Mapping[str, Any], ...] = ()
     sentence: str = ""  # the verdict in words (:mod:`rag_eval.reports.verdict_words`), once compared
+    headline: str = ""  # the one line a reviewer decides from, before the sentence
 
 
 @dataclass(slots=True, kw_only=True)
@@ -146,6 +147,7 @@ def verdict(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> li
                 items=tuple(items),
                 gates=tuple(gates),
                 sentence=verdict_sentence(comp) if compare is not None else "",
+                headline=verdict_headline(comp) if compare is not None else "",
             )
         )
     return out
