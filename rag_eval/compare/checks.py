@@ -136,7 +136,8 @@ class RelativeCheck(Check):
     under either rule: the whole interval of the change lies beyond the threshold. It passes only when the
     data rule out a change beyond the threshold: the one-sided bound of the change at the gate's level
     (``1 - alpha``, from the same bootstrap resamples) is within it, on at least :func:`min_units` units
-    (an equivalence-style test). Otherwise it is ``underpowered``, never a silent pass: identical values on too few units included.
+    (an equivalence-style test). Otherwise it is ``underpowered``, never a silent pass: identical values
+    on too few units included.
     """
 
     direction: Literal["drop", "growth"]
