@@ -291,20 +291,21 @@ def _pairing_notes(
 
 
 def _redrawer(plan: _Plan, tested: Mapping[Key, tuple[Metric, Paired]], tasks: TaskMap) -> Redraw:
-    """P-values drawn again with 4**round times the resamples, each comparison's together (a task each),
-    from its own flip stream of the seed for that round."""
+    """Numbers drawn again (interval and p-value together) with 4**round times the resamples, each
+    comparison's together (a task each), from its own bootstrap streams of the seed for that round."""
 
-    settings, pairings, frames, units = plan.settings, plan.pairings, plan.frames, plan.units
+    settings, pairings, units = plan.settings, plan.pairings, plan.units
 
-    def again(keys: Sequence[Key], round_: int) -> dict[Key, tuple[float | None, float | None]]:
+    def again(keys: Sequence[Key], round_: int) -> dict[Key, Paired]:
         more = (settings.permutations + 1) * 4**round_ - 1
         batch = [
-            RedrawTask(index=i, names=pairings[i].names, frames=frames[i], resamples=more, round_=round_,
-                       batch={name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1].alternative)
+            RedrawTask(index=i, names=pairings[i].names, resamples=more, round_=round_,
+                       confidence=settings.confidence,
+                       batch={name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1])
                               for j, name in keys if j == i})
             for i in sorted({i for i, _ in keys})
         ]  # fmt: skip
-        out: dict[Key, tuple[float | None, float | None]] = {}
+        out: dict[Key, Paired] = {}
         for drawn in tasks(redraw, batch, settings.seed):
             out.update(drawn)
         return out

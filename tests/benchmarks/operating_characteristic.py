@@ -65,10 +65,9 @@ def trial(
                             alternative=gate_alternative(metric)), rng=np.random.default_rng(seed),
     )  # fmt: skip
     key: Key = (0, metric.name)
-    settled = (p.p_value, 0.0)
 
-    def redraw(keys: Sequence[Key], round_: int) -> dict[Key, Any]:
-        return dict.fromkeys(keys, settled)
+    def redraw(keys: Sequence[Key], round_: int) -> dict[Key, Any]:  # as first drawn: one draw per trial
+        return dict.fromkeys(keys, p)
 
     # Holm's first step of a family of FAMILY: alpha / FAMILY for this one number
     verdicts, _ = decide({key: (metric, p)}, {key: "gates"}, alpha=settings.alpha / FAMILY, redraw=redraw)
