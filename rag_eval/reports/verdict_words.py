@@ -17,9 +17,9 @@ fire rule in force.
 ...     {"metric": "cap_compliance", "kind": "absolute", "outcome": "pass", "value": 1.0},
 ...     {"metric": "same_doc_multi_chunk_recall", "kind": "relative", "outcome": "warn", "value": 0.049},
 ...     {"metric": "latency:postsearch_cpu:p50", "kind": "relative", "outcome": "underpowered", "value": 0.19}]}
->>> print(verdict_headline(comparison).replace(", 1 inv", ",\n1 inv"))
-evidence vs legacy-merge: 1 regression (same-document multi-chunk recall -0.049),
-1 invariant holds, 1 undecided (post-search CPU latency p50 +19%)
+>>> verdict_headline(comparison)  # doctest: +NORMALIZE_WHITESPACE
+'evidence vs legacy-merge: 1 regression (same-document multi-chunk recall -0.049), 1 invariant holds,
+ 1 undecided (post-search CPU latency p50 +19%)'
 >>> verdict_sentence(comparison)  # doctest: +NORMALIZE_WHITESPACE
 'evidence vs legacy-merge: cap compliance (stored doc ids) 100.0% (holds); same-document multi-chunk recall worse
  by 0.049 [0.025, 0.077], significant; post-search CPU latency p50 slower by 19.0% [12.0%, 25.0%], significant'
