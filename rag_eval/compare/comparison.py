@@ -59,13 +59,13 @@ SCHEMA_KEYS = (
     "gates_file", "gates_purpose", "exit_code", "comparisons",
 )  # fmt: skip
 TEST_NAME = (
-    "paired randomisation test: random flips of units in id order, shared by a comparison's metrics "
-    "(scipy.stats.monte_carlo_test's p-value; exact with scipy.stats.permutation_test for few units); one-sided "
-    "in a relative gate's direction for the metrics it names, else two-sided; redrawn with more resamples near alpha"
+    "the interval's own test: a mean's paired t-test (scipy.stats.ttest_rel's p-value), any other kind's bootstrap "
+    "interval inverted (the level at which its BCa or percentile end is no change); one-sided in a relative gate's "
+    "direction for the metrics it names, else two-sided; redrawn with more resamples near alpha"
 )
 INTERVAL_NAME = (
-    "bootstrap over units, one stream of resamples per comparison and set of units (scipy.stats.bootstrap's "
-    "BCa; percentile where BCa is undefined)"
+    "a mean's Student's t interval; any other kind's bootstrap over units, one stream of resamples per comparison "
+    "and set of units (scipy.stats.bootstrap's BCa; percentile where BCa is undefined)"
 )
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -240,7 +240,7 @@ def _method(settings: Settings) -> dict[str, Any]:
         "alpha": settings.alpha,
         "seed": settings.seed,
         "resamples": settings.permutations,
-        "bootstrap_resamples": settings.resamples,
+        "bootstrap_resamples": settings.permutations,
         "test": TEST_NAME,
         "interval": INTERVAL_NAME,
         "confidence": settings.confidence,
@@ -248,9 +248,10 @@ def _method(settings: Settings) -> dict[str, Any]:
         "rule": settings.rule,
         "rule_meaning": dict(RULE_MEANING[settings.rule]),
         "multiple_testing": FAMILY_TEXT,
-        "monte_carlo": f"p-values within 3 Monte Carlo standard errors of alpha (after Holm) redrawn with 4x "
-        f"the resamples, then 16x ({MC_ROUNDS} times at most); p_mc_error is the standard error left "
-        "(two-sided: sqrt(p (2 - p) / resamples))",
+        "monte_carlo": f"bootstrapped numbers whose p-value lies within 3 Monte Carlo standard errors of alpha (after "
+        f"Holm) redrawn, interval and p-value together, with 4x the resamples, then 16x ({MC_ROUNDS} times at most); "
+        "p_mc_error is the standard error left (the share of resamples below no change, binomial, through BCa's map; "
+        "0 for a mean's t-test)",
     }
 
 

@@ -212,3 +212,21 @@ def test_without_gates_every_tested_number_is_descriptive(gates: Any) -> None:
     doc = comparison(varied_rows(60, seed=1), table)
     families = {m["family"] for m in doc["comparisons"][0]["metrics"]}
     assert families <= {"gates", "descriptive", None} and ("gates" in families) == (gates is None)
+
+
+def test_no_seed_moves_a_star_or_an_outcome_and_every_test_agrees_with_its_interval() -> None:
+    """The comparison run with four seeds: the same stars and gate outcomes every time, and on every number
+    the p-value below alpha exactly when its interval excludes no change (the check the seed-stability script
+    makes over the default run: tests/benchmarks/seed_stability.py)."""
+    from tests.benchmarks.seed_stability import disagreements, verdicts
+
+    rows = varied_rows(120, seed=3)
+    gates = load_gates("default")
+    documents = [
+        comparison(rows, replace(gates, settings=replace(gates.settings, seed=seed))) for seed in (0, 1, 2, 3)
+    ]
+    first = verdicts(documents[0])
+    assert sum(1 for v in first.values() if v is True) >= 3  # stars to move: recall, the duplicate share, ...
+    for document in documents:
+        assert verdicts(document) == first
+        assert list(disagreements(document)) == []
