@@ -31,7 +31,7 @@ from rag_eval.reports.display import flatten_config, fmt, measure
 from rag_eval.reports.existing import drift_text
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
-from rag_eval.reports.verdict_words import rule_words, verdict_headline, verdict_sentence
+from rag_eval.reports.verdict_words import rule_words, verdict_detail, verdict_headline
 
 __all__ = [
     "MEASURES",
@@ -181,7 +181,7 @@ def print_gates(document: Mapping[str, Any], *, console: Any = None) -> None:
     code = int(document["exit_code"])
     for comparison in document.get("comparisons", []):  # each config's verdict in words, first
         console.print(f"[bold]{escape(verdict_headline(comparison))}[/]", soft_wrap=True)
-        console.print(f"  {escape(verdict_sentence(comparison))}", soft_wrap=True)
+        console.print(f"  {escape(verdict_detail(comparison))}", soft_wrap=True)
     console.print(f"gates ({escape(str(document['gates_file']))}): {EXIT_HEADLINE.get(code, code)}", soft_wrap=True)
     for config in dict.fromkeys(r["config"] for r in rows):  # a table per compared config, in order
         mine = [r for r in rows if r["config"] == config]

@@ -113,6 +113,13 @@ def _signed(m: Measure, entry: Mapping[str, Any] | None, gate: Mapping[str, Any]
     return f"{float(delta):+.{m.digits}f}"
 
 
+def verdict_detail(comparison: Mapping[str, Any]) -> str:
+    """The clauses of :func:`verdict_sentence` alone: the detail below the headline, which names the configs."""
+    sentence = verdict_sentence(comparison)
+    head = f"{comparison.get('candidate')} vs {comparison.get('baseline')}: "
+    return sentence[len(head) :] if sentence.startswith(head) else sentence
+
+
 def verdict_sentence(comparison: Mapping[str, Any]) -> str:
     """``CANDIDATE vs BASELINE: clause; clause; ...`` for one comparison of ``compare.json``."""
     metrics = {m["metric"]: m for m in comparison.get("metrics", [])}
