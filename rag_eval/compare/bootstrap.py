@@ -27,7 +27,7 @@ from scipy.special import ndtr, ndtri
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
 from rag_eval.compare.orderstats import count_down, interpolate, narrowest
 
-__all__ = ["BCA_MAX_UNITS", "COUNTS_PER_BLOCK", "BootTest", "Interval", "count_blocks", "intervals"]
+__all__ = ["BCA_MAX_UNITS", "COUNTS_PER_BLOCK", "BootTest", "Interval", "count_blocks", "intervals", "p_value"]
 
 COUNTS_PER_BLOCK = 2_000_000  # drawn indices (and counts) per block of resamples: 16 MB of int64
 # BCa's jackknife costs n leave-one-out statistics; from 5,000 units on, the percentile interval is within
@@ -51,12 +51,34 @@ class BootTest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Interval:
     """Per output of a metric (the difference; and the log ratio for ratio kinds): the interval's ends,
-    the standard error and the bootstrap distribution (in draw order)."""
+    the standard error, the bootstrap distribution (in draw order), and ``nulls``: the level at which the
+    interval's own method (BCa, or percentile) puts an end at no change (0), the interval inverted, from
+    which :func:`p_value` reads a p-value that agrees with the interval by construction."""
 
     lows: tuple[float, ...]
     highs: tuple[float, ...]
     ses: tuple[float, ...]
     distributions: tuple[np.ndarray, ...]
+    nulls: tuple[float, ...] = ()
+    null_errors: tuple[float, ...] = ()  # the Monte Carlo standard error of each level in ``nulls``
+
+
+def p_value(null: float, alternative: str) -> float:
+    """The p-value of no change from the level ``null`` at which the interval's end sits at 0: an interval
+    at confidence 1 - alpha (two-sided) excludes 0 exactly when the two-sided p-value is below alpha, and a
+    one-sided bound at 1 - alpha when the one-sided p-value is (``greater``: the candidate's statistic is
+    above the baseline's).
+
+    >>> p_value(0.01, "greater"), p_value(0.01, "less"), p_value(0.01, "two-sided")
+    (0.01, 0.99, 0.02)
+    """
+    if not math.isfinite(null):
+        return math.nan
+    if alternative == "greater":
+        return null
+    if alternative == "less":
+        return 1.0 - null
+    return min(1.0, 2 * min(null, 1.0 - null))
 
 
 def count_blocks(rng: np.random.Generator, resamples: int, units: int) -> Iterator[np.ndarray]:
@@ -104,31 +126,89 @@ def intervals(
 def _interval(statistic: _Statistic, dist: np.ndarray, *, alpha: float, bca: bool) -> Interval:
     """BCa where it is defined for every output (as scipy computes it), else the percentile interval."""
     bounds = None
+    nulls: list[float] = []
+    errors: list[float] = []
     if bca:
         observed = statistic.observed()
         jackknife = statistic.jackknife()
         bounds = [_bca(d, o, j, alpha) for d, o, j in zip(dist, observed, jackknife, strict=True)]
+        nulls = [_bca_null(d, o, j) for d, o, j in zip(dist, observed, jackknife, strict=True)]
+        errors = [_bca_null_error(d, o, j) for d, o, j in zip(dist, observed, jackknife, strict=True)]
         if not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in bounds):
             bounds = None
     if bounds is None:
         bounds = [(_quantile(d, alpha), _quantile(d, 1 - alpha)) for d in dist]
+        nulls = [_share_below(d) for d in dist]
+        errors = [_share_error(d) for d in dist]
     with np.errstate(invalid="ignore"):
         ses = tuple(float(np.std(d, ddof=1)) for d in dist)
     return Interval(
         lows=tuple(lo for lo, _ in bounds), highs=tuple(hi for _, hi in bounds), ses=ses,
-        distributions=tuple(np.asarray(d) for d in dist),
+        distributions=tuple(np.asarray(d) for d in dist), nulls=tuple(nulls),
+        null_errors=tuple(errors),
     )  # fmt: skip
 
 
-def _bca(dist: np.ndarray, observed: float, jackknife: np.ndarray, alpha: float) -> tuple[float, float]:
-    """scipy.stats.bootstrap's BCa ends (Efron and Tibshirani 14.3, 15.4): the bias correction from the
-    share of resamples below the observed value, the acceleration from the jackknife."""
+def _share_below(dist: np.ndarray) -> float:
+    """The share of resamples below 0 (half of those at 0), kept 1 / (resamples + 1) from 0 and 1: the level
+    of the percentile interval's end at 0, never a p-value of 0 from a finite number of resamples."""
+    finite = dist[~np.isnan(dist)]
+    if finite.size == 0:
+        return math.nan
+    share = (np.count_nonzero(finite < 0) + 0.5 * np.count_nonzero(finite == 0)) / finite.size
+    edge = 1.0 / (finite.size + 1)
+    return float(min(max(share, edge), 1.0 - edge))
+
+
+def _share_error(dist: np.ndarray) -> float:
+    """The binomial standard error of :func:`_share_below`."""
+    q = _share_below(dist)
+    return math.sqrt(q * (1 - q) / max(1, int(np.count_nonzero(~np.isnan(dist))))) if math.isfinite(q) else math.nan
+
+
+def _bca_null_error(dist: np.ndarray, observed: float, jackknife: np.ndarray) -> float:
+    """The Monte Carlo standard error of :func:`_bca_null`: the share's binomial error through BCa's map (its
+    slope at the share, the delta method), which is steep in the tails where few resamples decide."""
+    share = _share_below(dist)
+    z0, accel = _bca_terms(dist, observed, jackknife)
+    if not (math.isfinite(share) and math.isfinite(z0) and math.isfinite(accel)):
+        return _share_error(dist)
+    z_share = float(ndtri(share))
+    w = z_share - z0
+    u = w / (1 + accel * w)
+    density = math.exp(-0.5 * (u - z0) ** 2 + 0.5 * z_share**2)  # phi(z_level) / phi(z_share)
+    slope = density / (1 + accel * w) ** 2
+    return slope * _share_error(dist)
+
+
+def _bca_terms(dist: np.ndarray, observed: float, jackknife: np.ndarray) -> tuple[float, float]:
+    """BCa's bias correction z0 and acceleration, as scipy.stats.bootstrap computes them."""
     with np.errstate(divide="ignore", invalid="ignore"):
         share = (np.count_nonzero(dist < observed) + np.count_nonzero(dist <= observed)) / (2 * dist.size)
         z0 = float(ndtri(share))
         n = float(jackknife.size)
         u = (n - 1) * (jackknife.mean() - jackknife)
         accel = float(1 / 6 * ((u**3).sum() / n**3) / ((u**2).sum() / n**2) ** (3 / 2))
+    return z0, accel
+
+
+def _bca_null(dist: np.ndarray, observed: float, jackknife: np.ndarray) -> float:
+    """The nominal level at which the BCa interval's end is 0: BCa's map from a level to a quantile of the
+    resamples (Efron and Tibshirani 14.3), inverted at the share of resamples below 0."""
+    share = _share_below(dist)
+    z0, accel = _bca_terms(dist, observed, jackknife)
+    if not (math.isfinite(share) and math.isfinite(z0) and math.isfinite(accel)):
+        return share  # BCa undefined: the percentile interval's level
+    w = float(ndtri(share)) - z0  # = u / (1 - a u), u = z0 + z_level
+    u = w / (1 + accel * w)
+    return float(ndtr(u - z0))
+
+
+def _bca(dist: np.ndarray, observed: float, jackknife: np.ndarray, alpha: float) -> tuple[float, float]:
+    """scipy.stats.bootstrap's BCa ends (Efron and Tibshirani 14.3, 15.4): the bias correction from the
+    share of resamples below the observed value, the acceleration from the jackknife."""
+    z0, accel = _bca_terms(dist, observed, jackknife)
+    with np.errstate(divide="ignore", invalid="ignore"):
         z = float(ndtri(alpha))
         ends = []
         for z_end in (z, -z):

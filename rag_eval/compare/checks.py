@@ -19,7 +19,7 @@ from typing import Any, Literal
 from scipy.special import ndtri  # scipy.stats.norm.ppf
 
 from rag_eval.compare.catalog import RATIO_KINDS, Metric
-from rag_eval.compare.stats import Paired, Settings, bound, minimum_detectable
+from rag_eval.compare.stats import Paired, Rule, Settings, bound, minimum_detectable
 from rag_eval.core.errors import GatesError
 
 Severity = Literal["fail", "warn"]
@@ -33,6 +33,23 @@ _OPS: Mapping[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
+
+# what a relative gate's outcome means under each fire rule (compare.json's ``rule_meaning``; the reports say it)
+RULE_MEANING: Mapping[Rule, Mapping[str, str]] = {
+    "threshold": {
+        "fail": "the change is shown to be beyond the allowed one (its one-sided bound at the gate's level is past "
+        "the threshold: a change of exactly the allowed size fails in at most alpha of runs)",
+        "pass": "the change is shown to be within the allowed one (its one-sided bound is within the threshold)",
+        "underpowered": "neither is shown: the change is too near the threshold for these queries; measure more",
+    },
+    "zero": {
+        "fail": "the change differs from none (significant) and its estimate is past the threshold (a change of "
+        "exactly the allowed size fails in about half of runs)",
+        "pass": "the change is shown to be within the allowed one (its one-sided bound is within the threshold)",
+        "underpowered": "neither: the change is too near the threshold for these queries; measure more",
+    },
+}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateResult:
@@ -110,14 +127,17 @@ class AbsoluteCheck(Check):
 class RelativeCheck(Check):
     """``METRIC drop|growth <= NUMBER[%]`` against the baseline.
 
-    Fires when the change in the bad direction exceeds the threshold *and* the metric's one verdict is
-    significant (a one-sided paired test in the gate's direction, Holm-adjusted over every relative
-    check of the comparison set, with its interval at the Holm step's level on the bad side: see
-    :mod:`rag_eval.compare.verdicts`). A latency check must also clear timing noise: the whole interval
-    of the change lies beyond the threshold. It passes only when the data rule out a change beyond the
-    threshold: the one-sided bound of the change at the gate's level (``1 - alpha``, from the same
-    bootstrap resamples) is within it, on at least :func:`min_units` units (an equivalence-style test).
-    Otherwise it is ``underpowered``, never a silent pass: identical values on too few units included.
+    When it fires is the settings' ``rule``. ``threshold`` (the default): the change is significantly
+    beyond the threshold, its one-sided lower bound at the gate's level (``1 - alpha / family``, Holm's
+    first step) past it. ``zero``: the change in the bad direction exceeds the threshold *and* the
+    metric's one verdict is significant (a one-sided paired test against no change, Holm-adjusted over
+    every relative check of the comparison set: see :mod:`rag_eval.compare.verdicts`); a change of
+    exactly the threshold then fails about half the time. A latency check must also clear timing noise
+    under either rule: the whole interval of the change lies beyond the threshold. It passes only when the
+    data rule out a change beyond the threshold: the one-sided bound of the change at the gate's level
+    (``1 - alpha``, from the same bootstrap resamples) is within it, on at least :func:`min_units` units
+    (an equivalence-style test). Otherwise it is ``underpowered``, never a silent pass: identical values
+    on too few units included.
     """
 
     direction: Literal["drop", "growth"]
@@ -142,7 +162,7 @@ class RelativeCheck(Check):
         if significant is None:
             significant = p_adjusted is not None and p_adjusted < settings.alpha
         beyond_noise = metric.kind != "latency" or best > self.threshold
-        upper = self._bound(metric, paired, level=1 - settings.alpha, se=se, change=change, worst=worst)
+        upper = self._bound(metric, paired, level=1 - settings.alpha)
         pct = self.relative
 
         def f(v: float) -> str:
@@ -151,13 +171,21 @@ class RelativeCheck(Check):
         shown, limit, interval = f(change), f(self.threshold), f"[{_fmt(best, pct=pct)}, {_fmt(worst, pct=pct)}]{unit}"
         p_text = "n/a" if p_adjusted is None else f"{p_adjusted:.4g}"
         values = {"value": change, "threshold": self.threshold, "mde": mde, "p_value": p_adjusted}
-        if change > self.threshold and significant and beyond_noise:
+        enough = paired.n >= min_units(alpha_each)
+        if settings.rule == "threshold":  # significantly beyond the threshold, at the gate's level
+            lower = self._bound(metric, paired, level=1 - alpha_each, worse=False)
+            if enough and beyond_noise and math.isfinite(lower) and lower > self.threshold:
+                message = (
+                    f"{self.metric} {self.direction} {shown} (interval {interval}, n = {paired.n}): its one-sided "
+                    f"{1 - alpha_each:.4g} lower bound {f(lower)} is beyond the allowed {limit}"
+                )
+                return self.result(self.breached(), message, **values)
+        elif change > self.threshold and significant and beyond_noise:
             message = (
                 f"{self.metric} {self.direction} {shown} (interval {interval}, one-sided p = {p_text} "
                 f"Holm-adjusted, n = {paired.n}) exceeds the allowed {limit}"
             )
             return self.result(self.breached(), message, **values)
-        enough = paired.n >= min_units(alpha_each)
         if enough and math.isfinite(upper) and upper <= self.threshold + 1e-12:
             message = (
                 f"{self.metric} {self.direction} {shown} (interval {interval}, one-sided p = {p_text} Holm-adjusted): "
@@ -185,22 +213,27 @@ class RelativeCheck(Check):
         message = f"underpowered: {reason}; observed {shown}, interval {interval}"
         return self.result("underpowered", message, units_needed=needed, **values)
 
-    def _bound(self, metric: Metric, p: Paired, *, level: float, se: float, change: float, worst: float) -> float:
-        """The one-sided upper bound, at ``level``, of the change in the bad direction (the threshold's
-        unit), from the bootstrap resamples; from the normal approximation when there are none."""
+    def _bound(self, metric: Metric, p: Paired, *, level: float, worse: bool = True) -> float:
+        """The one-sided bound, at ``level``, of the change in the bad direction (the threshold's unit): its
+        upper bound (``worse``) or its lower bound; of the t interval for a mean, else from the bootstrap
+        resamples; from the normal approximation when there are none, else the two-sided interval's end."""
+        change, worst_end, best_end, se = self._change(metric, p)
+        worst = worst_end if worse else best_end
         growth = self.direction == "growth"
+        upper = growth == worse  # a drop's upper bound is the lower bound of the difference
         if self.relative and metric.kind in RATIO_KINDS:
-            log = bound(p, level=level, upper=growth, log_ratio=True)
+            log = bound(p, level=level, upper=upper, log_ratio=True)
             if math.isfinite(log):
                 return math.expm1(log) if growth else -math.expm1(log)
         else:
             scale = abs(p.baseline) if self.relative else 1.0
-            d = bound(p, level=level, upper=growth)
+            d = bound(p, level=level, upper=upper)
             if math.isfinite(d) and scale > 0:
                 return (d if growth else -d) / scale
         if math.isfinite(se) and math.isfinite(change):
-            return change + float(ndtri(level)) * se  # se of the log ratio: about that of the ratio
-        return worst  # the worse end of the two-sided interval: a wider bound
+            z = float(ndtri(level)) * se  # se of the log ratio: about that of the ratio
+            return change + z if worse else change - z
+        return worst  # the end of the two-sided interval on that side: a wider bound
 
     def _change(self, metric: Metric, p: Paired) -> tuple[float, float, float, float]:
         """(change, worst end, best end of its interval, standard error), positive = worse."""

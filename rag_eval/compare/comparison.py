@@ -20,6 +20,7 @@ import numpy as np
 
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.caveats import advisory, backends, cap_aware_note
+from rag_eval.compare.checks import RULE_MEANING
 from rag_eval.compare.gates import AbsoluteCheck, GateResult, GateSet, RelativeCheck, shown_source
 from rag_eval.compare.loadtest_gates import LoadPair, LoadSource, is_load_metric
 from rag_eval.compare.loadtest_gates import evaluate as evaluate_load
@@ -61,13 +62,13 @@ SCHEMA_KEYS = (
     "gates_file", "gates_purpose", "exit_code", "comparisons",
 )  # fmt: skip
 TEST_NAME = (
-    "paired randomisation test: random flips of units in id order, shared by a comparison's metrics "
-    "(scipy.stats.monte_carlo_test's p-value; exact with scipy.stats.permutation_test for few units); one-sided "
-    "in a relative gate's direction for the metrics it names, else two-sided; redrawn with more resamples near alpha"
+    "the interval's own test: a mean's paired t-test (scipy.stats.ttest_rel's p-value), any other kind's bootstrap "
+    "interval inverted (the level at which its BCa or percentile end is no change); one-sided in a relative gate's "
+    "direction for the metrics it names, else two-sided; redrawn with more resamples near alpha"
 )
 INTERVAL_NAME = (
-    "bootstrap over units, one stream of resamples per comparison and set of units (scipy.stats.bootstrap's "
-    "BCa; percentile where BCa is undefined)"
+    "a mean's Student's t interval; any other kind's bootstrap over units, one stream of resamples per comparison "
+    "and set of units (scipy.stats.bootstrap's BCa; percentile where BCa is undefined)"
 )
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -259,15 +260,18 @@ def _method(settings: Settings) -> dict[str, Any]:
         "alpha": settings.alpha,
         "seed": settings.seed,
         "resamples": settings.permutations,
-        "bootstrap_resamples": settings.resamples,
+        "bootstrap_resamples": settings.permutations,
         "test": TEST_NAME,
         "interval": INTERVAL_NAME,
         "confidence": settings.confidence,
         "power": settings.power,
+        "rule": settings.rule,
+        "rule_meaning": dict(RULE_MEANING[settings.rule]),
         "multiple_testing": FAMILY_TEXT,
-        "monte_carlo": f"p-values within 3 Monte Carlo standard errors of alpha (after Holm) redrawn with 4x "
-        f"the resamples, then 16x ({MC_ROUNDS} times at most); p_mc_error is the standard error left "
-        "(two-sided: sqrt(p (2 - p) / resamples))",
+        "monte_carlo": f"bootstrapped numbers whose p-value lies within 3 Monte Carlo standard errors of alpha (after "
+        f"Holm) redrawn, interval and p-value together, with 4x the resamples, then 16x ({MC_ROUNDS} times at most); "
+        "p_mc_error is the standard error left (the share of resamples below no change, binomial, through BCa's map; "
+        "0 for a mean's t-test)",
     }
 
 
@@ -308,20 +312,21 @@ def _pairing_notes(
 
 
 def _redrawer(plan: _Plan, tested: Mapping[Key, tuple[Metric, Paired]], tasks: TaskMap) -> Redraw:
-    """P-values drawn again with 4**round times the resamples, each comparison's together (a task each),
-    from its own flip stream of the seed for that round."""
+    """Numbers drawn again (interval and p-value together) with 4**round times the resamples, each
+    comparison's together (a task each), from its own bootstrap streams of the seed for that round."""
 
-    settings, pairings, frames, units = plan.settings, plan.pairings, plan.frames, plan.units
+    settings, pairings, units = plan.settings, plan.pairings, plan.units
 
-    def again(keys: Sequence[Key], round_: int) -> dict[Key, tuple[float | None, float | None]]:
+    def again(keys: Sequence[Key], round_: int) -> dict[Key, Paired]:
         more = (settings.permutations + 1) * 4**round_ - 1
         batch = [
-            RedrawTask(index=i, names=pairings[i].names, frames=frames[i], resamples=more, round_=round_,
-                       batch={name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1].alternative)
+            RedrawTask(index=i, names=pairings[i].names, resamples=more, round_=round_,
+                       confidence=settings.confidence,
+                       batch={name: (tested[(i, name)][0], units[i][name], tested[(i, name)][1])
                               for j, name in keys if j == i})
             for i in sorted({i for i, _ in keys})
         ]  # fmt: skip
-        out: dict[Key, tuple[float | None, float | None]] = {}
+        out: dict[Key, Paired] = {}
         for drawn in tasks(redraw, batch, settings.seed):
             out.update(drawn)
         return out

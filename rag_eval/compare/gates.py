@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.checks import AbsoluteCheck, Check, GateResult, Outcome, RelativeCheck, Severity, min_units
-from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Settings
+from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_RULE, DEFAULT_SEED, RULES, Settings
 from rag_eval.core.errors import GatesError, quoted
 from rag_eval.experiment import Experiment
 
@@ -247,13 +247,18 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
     purpose = table.get("purpose", "")
     if not isinstance(purpose, str):
         raise GatesError("purpose must be a string", path=path, line=_line_of_key(text, "purpose"))
+    rule = table.get("rule", DEFAULT_RULE)
+    if rule not in RULES:
+        raise GatesError(
+            f"rule must be one of {', '.join(RULES)}, got {quoted(rule)}", path=path, line=_line_of_key(text, "rule")
+        )
     for key, value in table.items():
-        if key in ("checks", "purpose"):
+        if key in ("checks", "purpose", "rule"):
             continue
         kind = _SETTINGS.get(key)
         if kind is None:
             raise GatesError(
-                f"unknown key {quoted(key)} (known: file, checks, purpose, {', '.join(_SETTINGS)})", path=path,
+                f"unknown key {quoted(key)} (known: file, checks, purpose, rule, {', '.join(_SETTINGS)})", path=path,
                 line=_line_of_key(text, key),
             )  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, kind):
@@ -267,9 +272,9 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
     }
     for key, bad in problems.items():
         if bad:
-            rule = {"alpha": "within (0, 1)", "power": "within (0, 1)", "resamples": ">= 99", "seed": ">= 0"}[key]
+            allowed = {"alpha": "within (0, 1)", "power": "within (0, 1)", "resamples": ">= 99", "seed": ">= 0"}[key]
             raise GatesError(
-                f"{key} must be {rule}, got {quoted(values[key])}", path=path, line=_line_of_key(text, key)
+                f"{key} must be {allowed}, got {quoted(values[key])}", path=path, line=_line_of_key(text, key)
             )
     raw_checks = table.get("checks", [])
     if not isinstance(raw_checks, list):
@@ -290,6 +295,7 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
         resamples=int(values.get("resamples", DEFAULT_RESAMPLES)),
         seed=int(values.get("seed", DEFAULT_SEED)),
         power=float(values.get("power", 0.8)),
+        rule=rule,
     )
     return GateSet(source=path, checks=tuple(checks), settings=settings, purpose=" ".join(purpose.split()))
 

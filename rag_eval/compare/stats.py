@@ -22,17 +22,21 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-from scipy.special import ndtri, stdtrit  # scipy.stats.t.ppf and norm.ppf, without importing scipy.stats
+from scipy.special import ndtri, stdtr, stdtrit  # scipy.stats.t's cdf and ppf, norm.ppf, without scipy.stats
 
-from rag_eval.compare.bootstrap import BootTest, Interval, intervals
+from rag_eval.compare.bootstrap import BootTest, Interval, intervals, p_value
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
 from rag_eval.compare.orderstats import percentile_rows
-from rag_eval.compare.resampling import FlipTest, flip_p_values
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 4999
 MIN_TESTED_UNITS = 2  # a paired test or a bootstrap over fewer units is not defined: no p-value, no interval
 Alternative = Literal["two-sided", "less", "greater"]  # of the candidate's difference (or log ratio) from the baseline
+# when a relative gate fires: "threshold" (the change is significantly beyond the threshold) or "zero" (the estimate
+# is beyond the threshold and the change significantly differs from none); docs/deciding.md, "When a gate fires"
+Rule = Literal["threshold", "zero"]
+RULES: tuple[Rule, ...] = ("threshold", "zero")
+DEFAULT_RULE: Rule = "threshold"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +50,7 @@ class Settings:
     seed: int = DEFAULT_SEED
     power: float = 0.8
     confidence: float = 0.95
+    rule: Rule = DEFAULT_RULE  # when a relative gate fires
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,21 +159,20 @@ def paired_compare(
     if n < MIN_TESTED_UNITS:  # one unit: no test and no interval (too few units to test, never a crash)
         return replace(_undefined(n, base, cand, delta, ratio, ratio_kind), alternative=alternative)
 
-    flipped, data = _statistics(a, b, kind=kind, percentile=percentile)
-    p_value, mc_error = None, None
-    if test:
-        flips = FlipTest(kind=kind, baseline=a, candidate=b, positions=units, alternative=alternative,
-                         percentile=percentile)  # fmt: skip
-        p_value, mc_error = _p_value(flips, flipped, settings, rng)
     if kind == "mean":
-        # a mean of per-unit differences: Student's t interval, of the test's own statistic, with no
-        # resampling error of its own (a bootstrap's percentile interval covers 92-93% at 264 units)
-        se_t = float(np.std(data, ddof=1) / math.sqrt(n))
+        # a mean of per-unit differences: Student's t interval and the paired t-test, one statistic, so the
+        # test and the interval agree, with no resampling error (a bootstrap's percentile interval covers
+        # 92-93% at 264 units)
+        se_t = float(np.std(b - a, ddof=1) / math.sqrt(n))
         half = float(stdtrit(n - 1, 1 - (1 - settings.confidence) / 2)) * se_t
         return Paired(
             n=n, baseline=base, candidate=cand, delta=delta, ci_low=delta - half, ci_high=delta + half,
-            p_value=p_value, se=se_t, alternative=alternative, p_mc_error=mc_error, t_df=n - 1,
+            p_value=t_p_value(delta, se_t, n - 1, alternative) if test else None, se=se_t, alternative=alternative,
+            p_mc_error=0.0 if test else None, t_df=n - 1,
         )  # fmt: skip
+    # any other kind: the p-value is the bootstrap interval's, inverted (with_interval), so the two agree
+    p_value: float | None = None
+    mc_error: float | None = None
     nan = math.nan
     pending = Paired(
         n=n, baseline=base, candidate=cand, delta=delta, ci_low=nan, ci_high=nan, p_value=p_value, se=nan,
@@ -178,8 +182,8 @@ def paired_compare(
     if not interval:
         return pending
     test_ = BootTest(kind=kind, baseline=a, candidate=b, percentile=percentile)
-    (box,) = intervals([test_], resamples=settings.resamples, confidence=settings.confidence, rng=rng)
-    return with_interval(pending, box, kind=kind)
+    (box,) = intervals([test_], resamples=settings.permutations, confidence=settings.confidence, rng=rng)
+    return with_interval(pending, box, kind=kind, test=test)
 
 
 def bootstrapped(kind: Kind, paired: Paired) -> bool:
@@ -187,10 +191,18 @@ def bootstrapped(kind: Kind, paired: Paired) -> bool:
     return kind != "mean" and paired.n >= MIN_TESTED_UNITS and not paired.identical and math.isfinite(paired.delta)
 
 
-def with_interval(paired: Paired, box: Interval, *, kind: Kind) -> Paired:
-    """``paired`` with the bootstrap interval ``box`` (:func:`rag_eval.compare.bootstrap.intervals`)."""
+def with_interval(paired: Paired, box: Interval, *, kind: Kind, test: bool = False) -> Paired:
+    """``paired`` with the bootstrap interval ``box`` (:func:`rag_eval.compare.bootstrap.intervals`) and, with
+    ``test``, the p-value of no change that interval gives (of the log ratio for a ratio kind, the statistic
+    its verdict reads), with its Monte Carlo error."""
     low, high, se, dist = box.lows, box.highs, box.ses, box.distributions
     plain = replace(paired, ci_low=low[0], ci_high=high[0], se=se[0], boot=np.sort(dist[0]))
+    if test and box.nulls:
+        tested = 1 if kind in RATIO_KINDS else 0
+        p = p_value(box.nulls[tested], paired.alternative)
+        if math.isfinite(p):
+            error = box.null_errors[tested] * (2 if paired.alternative == "two-sided" else 1)
+            plain = replace(plain, p_value=p, p_mc_error=error)
     if kind not in RATIO_KINDS:
         return plain
     return replace(
@@ -200,33 +212,22 @@ def with_interval(paired: Paired, box: Interval, *, kind: Kind) -> Paired:
     )  # fmt: skip
 
 
-def _statistics(
-    a: np.ndarray, b: np.ndarray, *, kind: Kind, percentile: float
-) -> tuple[Callable[..., np.ndarray], np.ndarray]:
-    """(the test statistic of sign flips, the per-unit differences of a mean)."""
-    n = int(a.shape[0])
-    agg = aggregate(kind, np.concatenate([a, b], axis=0), percentile)
-    ratio_kind = kind in RATIO_KINDS
-    units = np.arange(n)
-    if kind == "mean":
-        # the difference of means is the mean of per-unit differences: test and resample those
-        d = b - a
+def t_p_value(delta: float, se: float, df: int, alternative: Alternative) -> float:
+    """The paired t-test's p-value of a mean difference ``delta`` with standard error ``se``: the test whose
+    inversion is Student's t interval (``scipy.stats.ttest_rel``'s, from the same statistic).
 
-        def flipped_mean(signs: np.ndarray, axis: int = -1) -> np.ndarray:
-            return np.asarray((signs * d).mean(axis=-1))
-
-        return flipped_mean, d
-
-    def swapped(signs: np.ndarray, axis: int = -1) -> np.ndarray:
-        # a unit whose sign the randomisation flipped has its baseline and candidate values swapped
-        flip = signs < 0
-        ia, ib = np.where(flip, units + n, units), np.where(flip, units, units + n)
-        if ratio_kind:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return np.asarray(np.log(agg(ib) / agg(ia)))
-        return np.asarray(agg(ib) - agg(ia))
-
-    return swapped, units
+    >>> round(t_p_value(0.5, 0.25, 9, "greater"), 4), round(t_p_value(0.5, 0.25, 9, "two-sided"), 4)
+    (0.0383, 0.0766)
+    >>> t_p_value(0.1, 0.0, 9, "less"), t_p_value(0.0, 0.0, 9, "two-sided")
+    (1.0, 1.0)
+    """
+    flat = se <= 0 or not math.isfinite(se)  # every unit moved by the same amount: no spread
+    t = (math.copysign(math.inf, delta) if delta != 0 else 0.0) if flat else delta / se
+    if alternative == "greater":
+        return float(stdtr(df, -t))
+    if alternative == "less":
+        return float(stdtr(df, t))
+    return float(min(1.0, 2 * stdtr(df, -abs(t))))
 
 
 def bound(paired: Paired, *, level: float, upper: bool, log_ratio: bool = False) -> float:
@@ -267,45 +268,6 @@ def _undefined(n: int, base: float, cand: float, delta: float, ratio: float | No
 def exact_test(n: int, settings: Settings) -> bool:
     """Whether the test of ``n`` units enumerates every one of the 2**n flips (no more than the resamples)."""
     return n < 63 and 2**n <= settings.permutations
-
-
-def _p_value(
-    test: FlipTest, statistic: Callable[..., np.ndarray], settings: Settings, rng: np.random.Generator
-) -> tuple[float | None, float | None]:
-    """(p-value, Monte Carlo standard error) of the paired randomisation test. ``statistic(signs)`` is
-    the metric's difference with the units whose sign is -1 swapped (baseline and candidate exchanged);
-    the observed value is that of all signs +1. One-sided for ``less`` / ``greater``.
-
-    Exact (every one of the 2**n sign patterns, ``scipy.stats.permutation_test``; error 0) when that is
-    no more than the resamples asked for, else random flips
-    (:func:`rag_eval.compare.resampling.flip_p_values`): ``scipy.stats.monte_carlo_test``'s p-value,
-    (#{null at least as extreme} + 1) / (resamples + 1), two-sided twice the smaller tail, with its
-    Monte Carlo error (:func:`~rag_eval.compare.resampling.monte_carlo_error`), the null computed for a
-    block of resamples at once.
-    """
-    if not exact_test(test.n, settings):
-        return flip_p_values([test], units=test.n, resamples=settings.permutations, rng=rng)[0]
-    from scipy import stats  # few units only: not imported by a comparison that never needs it
-
-    result = stats.permutation_test(
-        (np.ones(test.n),), statistic, permutation_type="samples", vectorized=True, n_resamples=2**test.n,
-        alternative=test.alternative, batch=_batch(test.n, 2**test.n),
-    )  # fmt: skip
-    p = float(result.pvalue)
-    if not math.isfinite(p):
-        return None, None
-    return min(1.0, p), 0.0
-
-
-ALL_AT_ONCE = 12_000_000  # values (96 MB of float64) of an exact test's sign patterns in one call
-RESAMPLED_VALUES = 2_000_000  # values per call beyond that
-
-
-def _batch(n: int, resamples: int = 0) -> int | None:
-    """Sign patterns per vectorised call of an exact test, so that memory stays bounded."""
-    if n * resamples <= ALL_AT_ONCE:
-        return None
-    return max(1, RESAMPLED_VALUES // n)
 
 
 def minimum_detectable(se: float, *, alpha: float, power: float) -> float:

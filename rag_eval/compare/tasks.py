@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from rag_eval.compare.bootstrap import BootTest, Interval, intervals
 from rag_eval.compare.catalog import Metric
 from rag_eval.compare.stats import Alternative, Paired, Pairing, Settings, bootstrapped, paired_compare, with_interval
-from rag_eval.compare.units import UnitFrames, Units, monte_carlo, p_values
+from rag_eval.compare.units import UnitFrames, Units
 from rag_eval.compare.verdicts import Family, Key, gate_alternative
 from rag_eval.metrics.registry import Per
 from rag_eval.threads import default_workers, ordered_map
@@ -79,24 +78,17 @@ def stable(names: Names, name: str) -> int:
     return zlib.crc32(f"{names.baseline}|{names.candidate}|{names.source}|{name}".encode())
 
 
-def flips(names: Names, per: Per, *, seed: int, round_: int) -> np.random.Generator:
-    """The flip stream of one comparison and unit kind: adding a metric or a config changes no other result."""
-    return np.random.default_rng([seed, stable(names, f"flips:{per}"), round_])
-
-
 def measure(task: PairingTask, shared: Shared) -> Measured:
     """Every metric of one comparison, paired by unit: the interval, the queries that moved, and the
     test (one-sided for a gated metric), the Monte Carlo ones drawn together from one flip matrix."""
     settings, units, frames = shared.settings, task.units, task.frames
     rows: Measured = []
-    drawn: dict[str, tuple[Metric, Units, Alternative]] = {}
     for metric in shared.metrics:
         u = units[metric.name]
         rng = np.random.default_rng([settings.seed, stable(task.names, metric.name)])
         alternative: Alternative = (
             gate_alternative(metric) if task.families.get(metric.name) == "gates" else "two-sided"
         )
-        later = monte_carlo(metric, u, settings)
         paired = paired_compare(
             u.baseline,
             u.candidate,
@@ -104,63 +96,63 @@ def measure(task: PairingTask, shared: Shared) -> Measured:
                 kind=metric.kind,
                 settings=settings,
                 percentile=metric.percentile,
-                test=metric.tested and not later,
+                test=metric.tested,
                 alternative=alternative,
                 interval=False,
             ),
             rng=rng,
         )
-        if later:
-            drawn[metric.name] = (metric, u, alternative)
         ranks, names = frames.query_ranks(metric.unit, shared.position)
         rows.append((metric, paired, changes(metric, u.baseline, u.candidate, ranks[u.positions], names)))
-    stream = partial(flips, task.names, seed=settings.seed, round_=0)
-    found = p_values(drawn, frames, resamples=settings.permutations, stream=stream)
-    boxes = _intervals(task.names, [(m, units[m.name]) for m, p, _ in rows if bootstrapped(m.kind, p)], settings)
-    return [(m, _completed(m, p, found.get(m.name), boxes.get(m.name)), ch) for m, p, ch in rows]
+    wanted = [(m, units[m.name]) for m, p, _ in rows if bootstrapped(m.kind, p)]
+    boxes = _intervals(
+        task.names, wanted, settings.permutations, seed=settings.seed, round_=0, confidence=settings.confidence
+    )
+    return [(m, _completed(m, p, boxes.get(m.name)), ch) for m, p, ch in rows]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RedrawTask:
-    """One comparison's p-values to draw again: the metrics (with their units and alternative), at
-    ``resamples``, from the flip streams of ``round_``."""
+    """One comparison's bootstrap-tested numbers to draw again: the metrics (with their units and their
+    numbers as first drawn), at ``resamples``, from the bootstrap streams of ``round_``."""
 
     index: int
     names: Names
-    batch: Mapping[str, tuple[Metric, Units, Alternative]]
-    frames: UnitFrames
+    batch: Mapping[str, tuple[Metric, Units, Paired]]
     resamples: int
     round_: int
+    confidence: float
 
 
-def redraw(task: RedrawTask, seed: int) -> dict[Key, tuple[float | None, float | None]]:
-    """The p-values (and Monte Carlo errors) of one comparison's metrics, drawn again."""
-    stream = partial(flips, task.names, seed=seed, round_=task.round_)
-    drawn = p_values(task.batch, task.frames, resamples=task.resamples, stream=stream)
-    return {(task.index, name): value for name, value in drawn.items()}
+def redraw(task: RedrawTask, seed: int) -> dict[Key, Paired]:
+    """One comparison's numbers drawn again: interval and p-value together, from more resamples."""
+    wanted = [(metric, u) for metric, u, _ in task.batch.values()]
+    boxes = _intervals(task.names, wanted, task.resamples, seed=seed, round_=task.round_, confidence=task.confidence)
+    return {(task.index, name): _completed(m, p, boxes.get(name)) for name, (m, _, p) in task.batch.items()}
 
 
-def _completed(
-    metric: Metric, paired: Paired, found: tuple[float | None, float | None] | None, box: Interval | None
-) -> Paired:
-    """``paired`` with its randomisation p-value and its bootstrap interval, where they were drawn later."""
-    if found is not None:
-        paired = replace(paired, p_value=found[0], p_mc_error=found[1])
-    return paired if box is None else with_interval(paired, box, kind=metric.kind)
+def _completed(metric: Metric, paired: Paired, box: Interval | None) -> Paired:
+    """``paired`` with its bootstrap interval and, for a tested metric, the p-value that interval gives."""
+    return paired if box is None else with_interval(paired, box, kind=metric.kind, test=metric.tested)
 
 
-def _intervals(names: Names, wanted: Sequence[tuple[Metric, Units]], settings: Settings) -> dict[str, Interval]:
+def _intervals(
+    names: Names, wanted: Sequence[tuple[Metric, Units]], resamples: int, *, seed: int, round_: int,
+    confidence: float = 0.95,
+) -> dict[str, Interval]:  # fmt: skip
     """The bootstrap interval of every metric in ``wanted``, one stream of resamples per set of units (a
-    metric's interval depends on its values, its units and the seed, not on which other metrics share them)."""
+    metric's interval depends on its values, its units and the seed, not on which other metrics share them);
+    a redraw (``round_`` > 0) draws from a stream of its own."""
     sets: dict[tuple[Per, bytes], list[tuple[Metric, Units]]] = {}
     for metric, u in wanted:
         sets.setdefault((metric.unit, np.asarray(u.positions, dtype=np.int64).tobytes()), []).append((metric, u))
     out: dict[str, Interval] = {}
     for (per, positions), members in sets.items():
-        rng = np.random.default_rng([settings.seed, stable(names, f"bootstrap:{per}:{zlib.crc32(positions)}")])
+        key = [seed, stable(names, f"bootstrap:{per}:{zlib.crc32(positions)}"), *((round_,) if round_ else ())]
+        rng = np.random.default_rng(key)
         tests = [BootTest(kind=m.kind, baseline=u.baseline, candidate=u.candidate, percentile=m.percentile)
                  for m, u in members]  # fmt: skip
-        found = intervals(tests, resamples=settings.resamples, confidence=settings.confidence, rng=rng)
+        found = intervals(tests, resamples=resamples, confidence=confidence, rng=rng)
         out.update({m.name: box for (m, _), box in zip(members, found, strict=True)})
     return out
 

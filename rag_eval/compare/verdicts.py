@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -59,8 +59,8 @@ def gate_alternative(metric: Metric) -> Alternative:
 
 
 Key = tuple[int, str]  # (comparison index, metric name)
-# (keys, round) -> {key: (p, Monte Carlo error)}: the p-values drawn again, with 4**round times the resamples
-Redraw = Callable[[Sequence[Key], int], Mapping[Key, tuple[float | None, float | None]]]
+# (keys, round) -> {key: the number drawn again}: interval and p-value together, with 4**round times the resamples
+Redraw = Callable[[Sequence[Key], int], Mapping[Key, Paired]]
 
 
 def decide(
@@ -81,8 +81,7 @@ def decide(
             unsettled = [k for k in members if _near(out[k], alpha)] if attempt < MC_ROUNDS else []
             if not unsettled:
                 break
-            for k, (p_value, error) in redraw(unsettled, attempt + 1).items():
-                papers[k] = replace(papers[k], p_value=p_value, p_mc_error=error)
+            papers.update(redraw(unsettled, attempt + 1))
         verdicts.update(out)
     for k, (_, p) in tested.items():
         if k not in verdicts:
@@ -116,11 +115,11 @@ def _holm_family(
         metric, p = tested[k][0], papers[k]
         level = step_level(alpha, family=len(members), rank=rank[k])
         low, high = held_interval(metric, p, level=level)
-        zero = 1.0 if metric.kind in RATIO_KINDS else 0.0
-        excludes = (low > zero or high < zero) and _shown_excludes(metric, p)
+        # the test and the interval are one statistic (a t-test and its t interval; a bootstrap interval
+        # inverted), so the Holm-adjusted p decides; the 95% interval shown must exclude no change too
         out[k] = Verdict(
             family=family, alternative=p.alternative, p_holm=p_holm, level=level, ci_low=low, ci_high=high,
-            significant=p_holm is not None and p_holm < alpha and excludes,
+            significant=p_holm is not None and p_holm < alpha and _shown_excludes(metric, p),
             p_mc_error=None if p.p_mc_error is None else min(1.0, p.p_mc_error * alpha / level),
         )  # fmt: skip
     return out

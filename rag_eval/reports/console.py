@@ -31,7 +31,7 @@ from rag_eval.reports.display import budget_note, flatten_config, fmt, measure
 from rag_eval.reports.existing import drift_text
 from rag_eval.reports.loadtest import load_rows
 from rag_eval.reports.summary import EXIT_HEADLINE, gate_rows
-from rag_eval.reports.verdict_words import verdict_sentence
+from rag_eval.reports.verdict_words import rule_words, verdict_detail, verdict_headline
 
 __all__ = [
     "MEASURES",
@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from rag_eval.search.milvus.suggest import Inspected
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "underpowered": "yellow", "fail": "bold red", "error": "bold red"}
-GATE_COLUMNS = ("config", "vs", "gate", "severity", "value", "delta", "interval", "verdict")
+GATE_COLUMNS = ("gate", "value", "delta", "interval", "verdict")
+TABLE_WIDTH = 100  # every table the commands print fits 100 columns
 LOAD_COLUMNS = (
     "config", "clients", "QPS", "scaling", "search p50/p95/p99 ms", "e2e p50/p95/p99 ms", "client CPU/process",
     "machine CPU busy",
@@ -168,7 +169,7 @@ def print_run(
         table.add_column(escape(name + (" (baseline)" if name == baseline else "")), justify="right")
     for label, values in summary_table(summary, lead):
         table.add_row(escape(label), *(escape(v) for v in values))
-    console = Console(width=max(100, 40 + 22 * len(summary["configs"])))
+    console = Console(width=TABLE_WIDTH)
     console.print(table)
     if (budget := budget_note(summary)) is not None:
         console.print(f"note: {escape(budget)}", soft_wrap=True)
@@ -184,26 +185,30 @@ def print_run(
 
 def print_gates(document: Mapping[str, Any], *, console: Any = None) -> None:
     """The gate table of a comparison, its notes, and a line per gate that did not pass."""
+    from rich import box
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
-    console = Console(width=max(console.width, 150), file=console.file)
+    console = Console(width=TABLE_WIDTH, file=console.file)
     rows = gate_rows(document)
     code = int(document["exit_code"])
-    table = Table(title=f"gates ({escape(str(document['gates_file']))}): {EXIT_HEADLINE.get(code, code)}")
-    for column in GATE_COLUMNS:
-        table.add_column(column, justify="right" if column in ("value", "delta") else "left")
-    for r in rows:
-        verdict = f"[{VERDICT_STYLE.get(r['outcome'], '')}]{escape(r['verdict'])}[/]"
-        table.add_row(
-            escape(r["config"]), escape(r["baseline"]), escape(r["gate"]), r["severity"], r["value"], r["delta"],
-            r["interval"], verdict,
-        )  # fmt: skip
     for comparison in document.get("comparisons", []):  # each config's verdict in words, first
-        console.print(escape(verdict_sentence(comparison)), soft_wrap=True)
-    console.print(table)
+        console.print(f"[bold]{escape(verdict_headline(comparison))}[/]", soft_wrap=True)
+        console.print(f"  {escape(verdict_detail(comparison))}", soft_wrap=True)
+    console.print(f"gates ({escape(str(document['gates_file']))}): {EXIT_HEADLINE.get(code, code)}", soft_wrap=True)
+    for config in dict.fromkeys(r["config"] for r in rows):  # a table per compared config, in order
+        mine = [r for r in rows if r["config"] == config]
+        table = Table(title=escape(f"{config} vs {mine[0]['baseline']}"), box=box.SIMPLE_HEAD, title_justify="left")
+        for column in GATE_COLUMNS:
+            table.add_column(column, justify="right" if column in ("value", "delta") else "left")
+        for r in mine:
+            verdict = f"[{VERDICT_STYLE.get(r['outcome'], '')}]{escape(r['verdict'])}[/]"
+            gate = f"{r['gate'].split(' for ')[0]}{' (warn)' if r['severity'] == 'warn' else ''}"
+            table.add_row(escape(gate), r["value"], r["delta"], r["interval"], verdict)
+        console.print(table)
+    console.print(escape(rule_words(document)), soft_wrap=True)
     if document.get("gates_purpose"):
         console.print(f"these gates: {escape(str(document['gates_purpose']))}")
     for note in document.get("notes", []):

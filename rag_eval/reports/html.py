@@ -44,6 +44,7 @@ from rag_eval.reports.rundata import ReportData, load_run
 from rag_eval.reports.tables import config_diff, metric_table, verdict
 from rag_eval.reports.templating import environment
 from rag_eval.reports.traffic import traffic_section
+from rag_eval.reports.verdict_words import LEGEND, rule_words
 
 REPORT_FILE = "report.html"
 
@@ -111,6 +112,8 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "baseline": data.baseline,
         "compare": compare,
         "verdict": lines,
+        "legend": LEGEND,
+        "rule": rule_words(compare) if compare else "",
         "unjudged": unjudged_note(summary),
         "budget": budget_note(summary),
         "models": {

@@ -29,6 +29,7 @@ from rag_eval.reports.gatetext import chip_text
 from rag_eval.reports.tables import verdict
 from rag_eval.reports.templating import environment
 from rag_eval.reports.traffic import figure_rows
+from rag_eval.reports.verdict_words import LEGEND, rule_words
 
 KEY_KINDS = tuple(str(kind) for kind in KIND_LABELS)
 _AFTER = IDENTITY_TABLE.index("content_duplicate_rate_same_text") + 1  # then the content duplicates by key kind
@@ -108,6 +109,8 @@ def render_markdown(
         compare=compare,
         exit_code=compare.get("exit_code") if compare else None,
         verdict=verdict(summary, compare),
+        legend=LEGEND,
+        rule=rule_words(compare) if compare else "",
         names=names,
         identity=identity_rows(summary, names),
         stages=LATENCY_STAGES,

@@ -18,7 +18,7 @@ import jinja2
 
 from rag_eval.reports.gatetext import gate_value
 from rag_eval.reports.templating import environment
-from rag_eval.reports.verdict_words import verdict_sentence
+from rag_eval.reports.verdict_words import LEGEND, rule_words, verdict_detail, verdict_headline
 
 VERDICT = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "underpowered": "underpowered", "error": "ERROR"}
 EXIT_HEADLINE = {0: "PASS", 1: "FAIL (a gate failed)", 2: "ERROR (a gate could not be evaluated)"}
@@ -77,7 +77,8 @@ def gate_rows(document: Mapping[str, Any]) -> list[dict[str, str]]:
 def render_summary(document: Mapping[str, Any]) -> str:
     template = _env().get_template("summary.md.j2")
     code = int(document.get("exit_code", 0))
-    sentences = [verdict_sentence(c) for c in document.get("comparisons", [])]
+    leads = [(verdict_headline(c), verdict_detail(c)) for c in document.get("comparisons", [])]
     return template.render(
-        doc=document, rows=gate_rows(document), headline=EXIT_HEADLINE.get(code, f"exit {code}"), sentences=sentences
-    )
+        doc=document, rows=gate_rows(document), headline=EXIT_HEADLINE.get(code, f"exit {code}"), leads=leads,
+        rule=rule_words(document), legend=LEGEND,
+    )  # fmt: skip

@@ -30,7 +30,7 @@ from rag_eval.reports.display import (
     ordered,
     prefers_ratio,
 )
-from rag_eval.reports.verdict_words import verdict_sentence
+from rag_eval.reports.verdict_words import verdict_detail, verdict_headline
 
 HEADLINE_MEASURES = VERDICT_LINE
 GATE_ORDER = ("fail", "error", "warn", "underpowered", "pass")
@@ -51,7 +51,8 @@ class VerdictLine:
     baseline_source: str
     items: tuple[Item, ...]
     gates: tuple[Mapping[str, Any], ...] = ()
-    sentence: str = ""  # the verdict in words (:mod:`rag_eval.reports.verdict_words`), once compared
+    sentence: str = ""  # the verdict's detail in words (:mod:`rag_eval.reports.verdict_words`), once compared
+    headline: str = ""  # the one line a reviewer decides from, before the sentence
 
 
 @dataclass(slots=True, kw_only=True)
@@ -146,7 +147,8 @@ def verdict(summary: Mapping[str, Any], compare: Mapping[str, Any] | None) -> li
                 baseline_source=str(comp.get("baseline_source", "run")),
                 items=tuple(items),
                 gates=tuple(gates),
-                sentence=verdict_sentence(comp) if compare is not None else "",
+                sentence=verdict_detail(comp) if compare is not None else "",
+                headline=verdict_headline(comp) if compare is not None else "",
             )
         )
     return out

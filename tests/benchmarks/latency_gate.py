@@ -88,9 +88,7 @@ def power(rows: pd.DataFrame, trials: int, units: int = 264) -> None:
             rng=np.random.default_rng(t),
         )
         key = (0, metric.name)
-        settled: tuple[float | None, float | None] = (p.p_value, 0.0)
-
-        def redraw(keys: Sequence[Key], round_: int, s: tuple[float | None, float | None] = settled) -> dict[Key, Any]:
+        def redraw(keys: Sequence[Key], round_: int, s: Any = p) -> dict[Key, Any]:  # as first drawn
             return dict.fromkeys(keys, s)
 
         verdicts, _ = decide({key: (metric, p)}, {key: "gates"}, alpha=0.05, redraw=redraw)

@@ -94,7 +94,7 @@ def test_real_regressions_fail_with_exit_1_and_junit_failures(calibration: tuple
 
     recall = failures("return-n-1")
     assert "same_doc_multi_chunk_recall drop <= 0.02" in recall
-    assert "exceeds the allowed 0.02" in recall["same_doc_multi_chunk_recall drop <= 0.02"]
+    assert "is beyond the allowed 0.02" in recall["same_doc_multi_chunk_recall drop <= 0.02"]  # its lower bound
     assert "max_chunks_per_document <= 2 for pipeline=evidence" in failures("cap5")
     assert "max_chunks_per_document <= 2 for pipeline=evidence" not in recall  # return-n 1 keeps one chunk
     doc = json.loads((out / "compare.json").read_text())
@@ -239,7 +239,11 @@ def test_make_eval_exits_0_and_writes_the_comparison(tmp_path: Path) -> None:
         assert all(g["outcome"] == "pass" for g in c["gates"] if g["kind"] == "absolute")
         assert {g["severity"] for g in c["gates"] if g["kind"] == "relative"} == {"warn"}
     warned = {(c["candidate"], g["id"]) for c in doc["comparisons"] for g in c["gates"] if g["outcome"] == "warn"}
-    assert ("evidence", "same_doc_multi_chunk_recall drop <= 0.02") in warned
+    assert ("legacy-first", "same_doc_multi_chunk_recall drop <= 0.02") in warned  # shown beyond the allowance
+    # D1-D5's loss of about 0.05 is significant, but not shown to be beyond 0.02 on 264 queries: undecided
+    outcome = {(c["candidate"], g["id"]): g["outcome"] for c in doc["comparisons"] for g in c["gates"]}
+    assert outcome[("evidence", "same_doc_multi_chunk_recall drop <= 0.02")] in ("warn", "underpowered")
+    assert "Relative gates decide by the threshold rule" in (out / "summary.md").read_text()
 
 
 def test_nightly_twice_pairs_the_second_night_with_the_first(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from rag_eval.core.errors import GatesError
 
 RECALL = Metric(name="recall", label="Recall", group="chunk", higher_is_better=True, kind="mean", column="recall")
 P99 = Metric(name="p99", label="p99", group="latency", higher_is_better=False, kind="latency", column="e2e_us")
-SETTINGS = Settings()
+SETTINGS = Settings(rule="zero")  # the examples before "the threshold rule" below: the rule that tests against none
+THRESHOLD = Settings(rule="threshold")
 
 
 def absolute(spec: str, op: str, threshold: float, severity: Any = "fail", **more: Any) -> AbsoluteCheck:
@@ -224,6 +225,56 @@ def test_a_metric_not_measured_on_both_sides_is_an_error_naming_the_remedy() -> 
         "error",
         "recall is not measured on both sides (n = 0): compare with a run that records it (accept a new baseline)",
     )
+
+
+# the threshold rule: fail only when significantly beyond the threshold -----------------------------------------
+
+
+def test_the_threshold_rule_fails_a_drop_whose_lower_bound_is_beyond_the_threshold() -> None:
+    # change 0.1, se 0.02, n 10: lower bound 0.1 - 1.833113 * 0.02 = 0.063338 > 0.05
+    result = drop().evaluate(RECALL, paired(10, -0.1, (-0.15, -0.05), 0.02), p_adjusted=0.001, settings=THRESHOLD,
+                             family=1)  # fmt: skip
+    assert result.outcome == "fail"
+    assert result.message == (
+        "recall drop 0.1 (interval [0.05, 0.15], n = 10): its one-sided 0.95 lower bound 0.06334 is beyond the "
+        "allowed 0.05"
+    )
+    # a family of 4: the bound at 1 - 0.05 / 4, t(9, 0.9875) = 2.685011: 0.1 - 0.053700 = 0.046300 < 0.05
+    four = drop().evaluate(RECALL, paired(10, -0.1, (-0.15, -0.05), 0.02), p_adjusted=0.004, settings=THRESHOLD,
+                           family=4)  # fmt: skip
+    assert four.outcome == "underpowered"
+
+
+def test_the_threshold_rule_does_not_fail_a_significant_change_that_may_be_within_the_threshold() -> None:
+    # change 0.06 (interval [0.04, 0.08]), significant against none (p 0.001): the zero rule fails it, but its
+    # lower bound 0.06 - 1.833113 * 0.01 = 0.041669 is within 0.05 and its upper bound 0.078331 beyond it
+    data = paired(10, -0.06, (-0.08, -0.04), 0.01)
+    assert drop().evaluate(RECALL, data, p_adjusted=0.001, settings=SETTINGS, family=1).outcome == "fail"
+    result = drop().evaluate(RECALL, data, p_adjusted=0.001, settings=THRESHOLD, family=1)
+    assert result.outcome == "underpowered"
+    assert "does not rule out a drop beyond 0.05, nor is one shown" in result.message
+
+
+def test_the_threshold_rule_passes_as_the_zero_rule_does() -> None:
+    data = paired(10, -0.01, (-0.03, 0.01), 0.01)  # upper bound 0.028331 <= 0.05
+    assert drop().evaluate(RECALL, data, p_adjusted=0.5, settings=THRESHOLD, family=1).outcome == "pass"
+
+
+def test_under_the_threshold_rule_a_latency_growth_still_needs_its_whole_interval_beyond_the_threshold() -> None:
+    growth = RelativeCheck(spec="fail p99 growth <= 10%", severity="fail", metric="p99", threshold=0.1,
+                           direction="growth", relative=True)  # fmt: skip
+    data = Paired(
+        n=20, baseline=1000.0, candidate=1200.0, delta=200.0, ci_low=100.0, ci_high=300.0, p_value=None, se=50.0,
+        ratio=1.2, ratio_ci_low=1.05, ratio_ci_high=1.3, se_log_ratio=0.04,
+    )  # fmt: skip
+    # no bootstrap distribution here: the lower bound is 0.2 - 1.644854 * 0.04 = 0.134 > 0.1, but the interval's
+    # better end (5%) is within 10%
+    assert growth.evaluate(P99, data, p_adjusted=0.001, settings=THRESHOLD, family=1).outcome == "underpowered"
+    wide = Paired(
+        n=20, baseline=1000.0, candidate=1200.0, delta=200.0, ci_low=150.0, ci_high=300.0, p_value=None, se=50.0,
+        ratio=1.2, ratio_ci_low=1.15, ratio_ci_high=1.3, se_log_ratio=0.04,
+    )  # fmt: skip
+    assert growth.evaluate(P99, wide, p_adjusted=0.001, settings=THRESHOLD, family=1).outcome == "fail"
 
 
 @pytest.mark.parametrize(

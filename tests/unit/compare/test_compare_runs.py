@@ -311,8 +311,9 @@ def test_a_comparison_against_another_run_says_what_it_paired_and_keeps_the_runs
 
 
 def test_each_configs_verdict_in_words_comes_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """summary.md and the console open with one sentence per config a reviewer can act on, worded from
-    the registry's labels and units and the numbers' one verdict."""
+    """summary.md and the console open each comparison with one line a reviewer decides from (its gates
+    counted by what they found, the regressions named), then the detail: one clause per gated measure, worded
+    from the registry's labels and units and the numbers' one verdict; the console's tables fit 100 columns."""
     two_configs(tmp_path / "run")
     main(["compare", str(tmp_path / "run")])
     printed = capsys.readouterr().out
@@ -320,12 +321,19 @@ def test_each_configs_verdict_in_words_comes_first(tmp_path: Path, capsys: pytes
     recall = next(m for m in doc["comparisons"][0]["metrics"] if m["metric"] == "same_doc_multi_chunk_recall")
     low, high = sorted((abs(recall["ci_low"]), abs(recall["ci_high"])))
     clause = f"same-document multi-chunk recall worse by 0.100 [{low:.3f}, {high:.3f}], significant"
-    sentence = next(line for line in printed.splitlines() if line.startswith("cand vs base: "))
-    assert clause in sentence and "cap compliance (stored doc ids) 100.0% (holds)" in sentence
-    assert printed.index(sentence) < printed.index("gates (")  # before the gate table
+    lines = printed.splitlines()
+    headline = next(line for line in lines if line.startswith("cand vs base: "))
+    assert headline.startswith("cand vs base: 2 regressions (same-document multi-chunk recall -0.100, ")
+    assert "4 invariants hold" in headline
+    detail = lines[lines.index(headline) + 1]
+    assert clause in detail and "cap compliance (stored doc ids) 100.0% (holds)" in detail
+    assert printed.index(headline) < printed.index("gates (")  # before the gate table
+    assert "Relative gates decide by the threshold rule: fail means the change is shown to be beyond" in printed
+    tables = [line for line in lines if line.lstrip().startswith(("─", "━")) or "│" in line]
+    assert tables and max(len(line) for line in tables) <= 100
     summary = (tmp_path / "run" / "summary.md").read_text().splitlines()
     first = next(line for line in summary[1:] if line.strip())
-    assert first.startswith("- **cand vs base: ") and clause in first
+    assert first.startswith("- **cand vs base: 2 regressions") and clause in first
 
 
 def test_runs_that_share_no_query_are_bad_input_not_a_new_baseline(

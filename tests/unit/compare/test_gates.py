@@ -99,6 +99,8 @@ def test_gates_file_errors_give_the_line(tmp_path: Path) -> None:
         "[gates]\nresamples = 10\n": (2, "resamples must be >= 99"),
         "[gates]\npower = true\n": (2, "power must be a number"),
         "[gates]\ncolour = 1\n": (2, "unknown key 'colour'"),
+        "[gates]\nrule = 'estimate'\n": (2, "rule must be one of threshold, zero, got 'estimate'"),
+        "[gates]\nrule = 1\n": (2, "rule must be one of threshold, zero"),
         "[gates]\nchecks = 'x'\n": (2, "array of strings"),
         "[gates]\nchecks = [\n  'cap_compliance == 1',\n  'cap_compliance == 1',\n]\n": (4, "already given on line 3"),
         "[gates]\nchecks = [1]\n": (2, "non-empty string"),
@@ -125,6 +127,9 @@ def test_shipped_gates_and_named_files(tmp_path: Path) -> None:
     assert {c.severity for c in rollout.checks if not isinstance(c, RelativeCheck)} == {"fail"}
     assert "known finding" in rollout.purpose and default.purpose == ""
     assert {c.severity for c in nightly.checks} == {"fail"}
+    # every shipped file decides by the threshold rule; a gates file may choose the rule that tests against none
+    assert {g.settings.rule for g in (default, nightly, rollout)} == {"threshold"}
+    assert load_gates(write(tmp_path, "[gates]\nrule = 'zero'\n")).settings.rule == "zero"
     # the default holds each config's own cap (D3); the product's per-document budget is opted into (the nightly)
     assert "max_chunks_per_document" not in {c.metric for c in (*default.checks, *rollout.checks)}
     assert {c.metric for c in default.checks} == {c.metric for c in rollout.checks}

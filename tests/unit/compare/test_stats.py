@@ -4,8 +4,8 @@ constants for the minimum detectable difference."""
 
 from __future__ import annotations
 
-import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,57 +15,76 @@ from hypothesis import strategies as st
 from rag_eval.compare.stats import Pairing, Settings, holm, minimum_detectable, paired_compare, required_resamples
 
 
-def exact_sign_flip_p(stat_of_flips: object, n: int) -> float:
-    """Two-sided p from all 2**n swap patterns, as scipy defines it: 2 min(P(null <= obs), P(null >= obs))."""
-    observed = stat_of_flips(np.ones(n))  # type: ignore[operator]
-    null = np.array([stat_of_flips(np.array(s)) for s in itertools.product([1.0, -1.0], repeat=n)])
-    eps = 1e-12 * max(1.0, abs(observed))
-    less = np.mean(null <= observed + eps)
-    greater = np.mean(null >= observed - eps)
-    return float(min(1.0, 2 * min(less, greater)))
+def test_a_means_p_value_is_the_paired_t_tests_of_its_t_interval() -> None:
+    """The test of a mean is the paired t-test (scipy.stats.ttest_rel, the oracle), the inversion of the t
+    interval shown: one statistic, so the two agree."""
+    from scipy import stats
 
-
-def test_mean_difference_exact_p_equals_enumeration() -> None:
     a = np.array([0.2, 0.5, 0.1, 0.9, 0.4, 0.3, 0.8, 0.0])
     b = np.array([0.4, 0.5, 0.3, 1.0, 0.9, 0.2, 0.8, 0.6])
-    d = b - a
-    result = paired_compare(
-        a, b, Pairing(kind="mean", settings=Settings(permutations=4999)), rng=np.random.default_rng(0)
+    for alternative in ("two-sided", "less", "greater"):
+        result = paired_compare(
+            a, b, Pairing(kind="mean", settings=Settings(), alternative=alternative), rng=np.random.default_rng(0)
+        )  # fmt: skip
+        oracle = stats.ttest_rel(b, a, alternative=alternative)
+        assert result.p_value == pytest.approx(oracle.pvalue, rel=1e-9) and result.p_mc_error == 0.0
+    assert result.delta == pytest.approx((b - a).mean()) and result.n == 8
+    # the 95% interval's end sits at 0 exactly at p = 0.05: an interval at confidence 1 - p ends at 0
+    two = paired_compare(a, b, Pairing(kind="mean", settings=Settings()), rng=np.random.default_rng(0))
+    assert two.p_value is not None
+    at = paired_compare(
+        a, b, Pairing(kind="mean", settings=Settings(confidence=1 - two.p_value)), rng=np.random.default_rng(0)
     )
-    assert result.delta == pytest.approx(d.mean())
-    assert result.p_value == pytest.approx(exact_sign_flip_p(lambda s: float((s * d).mean()), len(d)))
-    assert result.n == 8
+    assert at.ci_low == pytest.approx(0.0, abs=1e-12)
 
 
-def test_rate_exact_p_swaps_numerator_and_denominator_together() -> None:
-    # duplicates / delivered chunks per query: the share is of chunks, not of queries
-    a = np.array([[1, 5], [0, 5], [2, 4], [0, 1], [1, 5], [0, 3], [1, 2]], dtype=float)
-    b = np.array([[0, 5], [0, 5], [0, 5], [0, 5], [0, 4], [1, 3], [0, 5]], dtype=float)
-    result = paired_compare(
-        a, b, Pairing(kind="rate", settings=Settings(permutations=4999)), rng=np.random.default_rng(0)
-    )
+@pytest.mark.parametrize("kind", ["rate", "latency"])
+def test_a_bootstrapped_numbers_p_value_is_its_interval_inverted(kind: str) -> None:
+    """The p-value of a share or a percentile is the level at which its own bootstrap interval (BCa, from the
+    same resamples) ends at no change: the interval at confidence 1 - p has an end at 0."""
+    rng = np.random.default_rng(4)
+    if kind == "rate":
+        a = np.column_stack([rng.binomial(5, 0.2, 200), np.full(200, 5)]).astype(float)
+        b = np.column_stack([rng.binomial(5, 0.17, 200), np.full(200, 5)]).astype(float)
+    else:
+        a = rng.lognormal(4.0, 0.3, size=200)
+        b = a * rng.lognormal(0.04, 0.2, size=200)
+    settings = Settings(permutations=1999)
+    pairing = Pairing(kind=kind, settings=settings, percentile=50)  # type: ignore[arg-type]
+    result = paired_compare(a, b, pairing, rng=np.random.default_rng(9))
+    assert result.p_value is not None and 0.005 < result.p_value < 0.9  # not at the floor 1 / 2000
+    at = paired_compare(
+        a, b, Pairing(kind=kind, settings=replace(settings, confidence=1 - result.p_value), percentile=50),  # type: ignore[arg-type]
+        rng=np.random.default_rng(9),
+    )  # fmt: skip
+    low, high = (at.ratio_ci_low, at.ratio_ci_high) if kind == "latency" else (at.ci_low, at.ci_high)
+    zero = 1.0 if kind == "latency" else 0.0
+    assert low is not None and high is not None
+    spacing = float(np.median(np.diff(np.sort(result.boot_log_ratio if kind == "latency" else result.boot))))
+    assert min(abs(low - zero), abs(high - zero)) <= 20 * spacing + 1e-12
 
-    def stat(signs: np.ndarray) -> float:
-        flip = signs < 0
-        aa = np.where(flip[:, None], b, a)
-        bb = np.where(flip[:, None], a, b)
-        return float(bb[:, 0].sum() / bb[:, 1].sum() - aa[:, 0].sum() / aa[:, 1].sum())
 
-    assert result.baseline == pytest.approx(5 / 25) and result.candidate == pytest.approx(1 / 32)
-    assert result.delta == pytest.approx(1 / 32 - 5 / 25)
-    assert result.p_value == pytest.approx(exact_sign_flip_p(stat, len(a)))
-
-
-def test_monte_carlo_p_agrees_with_the_exact_test() -> None:
-    rng = np.random.default_rng(3)
-    a = rng.normal(size=14)
-    b = a + rng.normal(0.4, 1.0, size=14)
-    d = b - a
-    exact = exact_sign_flip_p(lambda s: float((s * d).mean()), 14)  # 16,384 patterns
-    result = paired_compare(
-        a, b, Pairing(kind="mean", settings=Settings(permutations=9999)), rng=np.random.default_rng(1)
-    )
-    assert result.p_value == pytest.approx(exact, abs=0.02)
+@pytest.mark.parametrize("kind", ["mean", "rate", "latency"])
+def test_the_test_and_the_95_percent_interval_agree_on_every_draw(kind: str) -> None:
+    """p < 0.05 exactly when the 95% interval excludes no change, over 40 draws of small changes."""
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        if kind == "rate":
+            a = np.column_stack([rng.binomial(4, 0.2, 80), np.full(80, 4)]).astype(float)
+            b = np.column_stack([rng.binomial(4, 0.2 + 0.002 * seed, 80), np.full(80, 4)]).astype(float)
+        elif kind == "mean":
+            a = rng.binomial(1, 0.5, 80).astype(float)
+            b = np.where(rng.random(80) < 0.003 * seed, 1.0, a)
+        else:
+            a = rng.lognormal(4.0, 0.3, 80)
+            b = a * rng.lognormal(0.003 * seed, 0.2, 80)
+        r = paired_compare(a, b, Pairing(kind=kind, settings=Settings(permutations=999)), rng=rng)  # type: ignore[arg-type]
+        if r.p_value is None or r.identical:
+            continue
+        low, high = (r.ratio_ci_low, r.ratio_ci_high) if kind == "latency" else (r.ci_low, r.ci_high)
+        zero = 1.0 if kind == "latency" else 0.0
+        assert low is not None and high is not None
+        assert (low > zero or high < zero) == (r.p_value < 0.05), (seed, r.p_value, low, high)
 
 
 def test_identical_values_give_p_one_and_a_zero_interval() -> None:

@@ -76,7 +76,15 @@ def test_a_number_carries_one_verdict_its_interval_agrees_with() -> None:
             assert g["p_value"] == metrics[g["metric"]]["p_holm"]
     recall = metrics["same_doc_multi_chunk_recall"]
     assert recall["significant"] and recall["p_holm"] < 0.05
-    assert {g["id"]: g["outcome"] for g in c["gates"]}[RECALL] == "fail"
+    # a significant drop of about 0.12 beyond 0.02: the rule that tests against none fails it; the threshold rule
+    # fails it only when its lower bound at the gate's level is past 0.02
+    lower = -recall["delta"] - 2.6 * recall["se"]  # about t(df, 1 - 0.05 / 4)
+    threshold_rule = {g["id"]: g["outcome"] for g in c["gates"]}[RECALL]
+    assert threshold_rule == ("fail" if lower > 0.03 else "underpowered" if lower < 0.01 else threshold_rule)
+    zero = load_gates("default")
+    zero = replace(zero, settings=replace(zero.settings, rule="zero"))
+    (z,) = comparison(varied_rows(120, seed=3), zero)["comparisons"]
+    assert {g["id"]: g["outcome"] for g in z["gates"]}[RECALL] == "fail"
     assert "Holm within two families" in doc["multiple_testing"]
 
 
@@ -162,25 +170,24 @@ def test_the_same_rows_in_another_order_give_the_same_p_values_and_verdicts() ->
 
 
 def test_a_p_value_near_alpha_is_redrawn_until_the_flag_does_not_depend_on_the_seed() -> None:
-    """A mean difference whose two-sided p is about 0.046 (0.0458 at 2,000,000 resamples): at 4,999 its flag depends on
-    the seed; redrawn near alpha, the flag is the same for every seed, and its Monte Carlo error is told."""
+    """A median's ratio (its p-value the bootstrap interval's, inverted) whose two-sided p is about 0.046 (0.045
+    to 0.047 at 80,000 resamples): at 4,999 its flag depends on the seed; redrawn near alpha (interval and
+    p-value together), the flag is the same for every seed, and its Monte Carlo error is told."""
     rng = np.random.default_rng(0)
-    d = rng.normal(0.0, 1.0, 300)
-    d += 2.01 * d.std() / math.sqrt(300) - d.mean()  # a t statistic of about 2.0: p about 0.046
-    a = np.zeros(300)
-    metric = find_metric(catalog(CUTOFFS), "chunk:nDCG@5")
+    a = rng.lognormal(4.0, 0.3, 300)
+    b = a * rng.lognormal(0.0, 0.3, 300) * math.exp(0.047)
+    metric = find_metric(catalog(CUTOFFS), "latency:postsearch_cpu:p50")
     settings = Settings(resamples=99, permutations=4999)
     first_draws, flags, errors = [], [], []
-    for seed in range(40):
-        p = paired_compare(a, d, Pairing(kind="mean", settings=settings), rng=np.random.default_rng(seed))
+    for seed in range(20):
+        p = paired_compare(a, b, Pairing(kind="latency", settings=settings), rng=np.random.default_rng(seed))
         first_draws.append(p.p_value is not None and p.p_value < 0.05)
 
-        def redraw(
-            keys: Sequence[tuple[int, str]], round_: int, seed: int = seed
-        ) -> dict[tuple[int, str], tuple[float | None, float | None]]:
+        def redraw(keys: Sequence[tuple[int, str]], round_: int, seed: int = seed) -> dict[tuple[int, str], Any]:
             more = Settings(resamples=99, permutations=5000 * 4**round_ - 1)
-            again = paired_compare(a, d, Pairing(kind="mean", settings=more), rng=np.random.default_rng([seed, round_]))
-            return dict.fromkeys(keys, (again.p_value, again.p_mc_error))
+            rng = np.random.default_rng([seed, round_])
+            again = paired_compare(a, b, Pairing(kind="latency", settings=more), rng=rng)
+            return dict.fromkeys(keys, again)
 
         verdicts, _ = decide({(0, metric.name): (metric, p)}, {(0, metric.name): "descriptive"},
                                    alpha=0.05, redraw=redraw)  # fmt: skip
@@ -190,7 +197,7 @@ def test_a_p_value_near_alpha_is_redrawn_until_the_flag_does_not_depend_on_the_s
     assert len(set(first_draws)) == 2  # one draw of 4,999: the seed decides
     assert len(set(flags)) == 1
     # settled: redrawn with 4x, then 16x the resamples where it lay within 3 standard errors of alpha, the error told
-    assert all(e is not None and 0 < e < 0.0031 for e in errors) and min(errors) < 0.002  # type: ignore[operator]
+    assert all(e is not None and 0 < e < 0.005 for e in errors) and min(errors) < 0.0015  # type: ignore[operator]
 
 
 def test_compare_json_reports_the_monte_carlo_error() -> None:
@@ -205,3 +212,21 @@ def test_without_gates_every_tested_number_is_descriptive(gates: Any) -> None:
     doc = comparison(varied_rows(60, seed=1), table)
     families = {m["family"] for m in doc["comparisons"][0]["metrics"]}
     assert families <= {"gates", "descriptive", None} and ("gates" in families) == (gates is None)
+
+
+def test_no_seed_moves_a_star_or_an_outcome_and_every_test_agrees_with_its_interval() -> None:
+    """The comparison run with four seeds: the same stars and gate outcomes every time, and on every number
+    the p-value below alpha exactly when its interval excludes no change (the check the seed-stability script
+    makes over the default run: tests/benchmarks/seed_stability.py)."""
+    from tests.benchmarks.seed_stability import disagreements, verdicts
+
+    rows = varied_rows(120, seed=3)
+    gates = load_gates("default")
+    documents = [
+        comparison(rows, replace(gates, settings=replace(gates.settings, seed=seed))) for seed in (0, 1, 2, 3)
+    ]
+    first = verdicts(documents[0])
+    assert sum(1 for v in first.values() if v is True) >= 3  # stars to move: recall, the duplicate share, ...
+    for document in documents:
+        assert verdicts(document) == first
+        assert list(disagreements(document)) == []
