@@ -1,0 +1,73 @@
+"""A small knowledge base for the served tool's tests: a hashed bag-of-words query embedder (deterministic, no
+model) and a Milvus collection of runbooks, several chunks each, built with it.
+
+``python -m tests.integration.serve_kit`` is never run; the tests import :func:`build_kb` and name
+``tests.integration.serve_kit:encode`` as the ``python`` embedder of the service they start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from pathlib import Path
+
+from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore, SearchTarget
+
+DIM = 32
+TOPICS = {
+    "replica-lag": "replica lag relay log SQL thread seconds behind master",
+    "disk-full": "disk full volume space inode cleanup logs rotate",
+    "oom-kill": "out of memory OOM killer process heap limit container",
+    "cert-expiry": "certificate expiry TLS renew chain handshake",
+    "dns-timeout": "DNS resolver timeout lookup nameserver cache",
+    "queue-backlog": "queue backlog consumer lag partition rebalance",
+}
+QUERIES = [
+    "why is the replica behind the master",
+    "disk is full on the volume",
+    "process killed by the OOM killer",
+    "TLS certificate about to expire",
+    "DNS lookup timeout",
+    "consumer lag on the queue",
+    "relay log space",
+    "heap limit of the container",
+    "rotate logs to free space",
+    "renew the certificate chain",
+    "nameserver cache",
+    "partition rebalance backlog",
+]
+
+
+def encode(texts: list[str]) -> list[list[float]]:
+    """Each text as the normalised sum of its words' hashed one-hot vectors (DIM dimensions)."""
+    out = []
+    for text in texts:
+        v = [0.0] * DIM
+        for word in re.findall(r"\w+", text.lower()):
+            h = hashlib.sha256(word.encode()).digest()
+            v[h[0] % DIM] += 1.0
+            v[h[1] % DIM] += 0.5
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        out.append([x / norm for x in v])
+    return out
+
+
+def build_kb(path: Path, collection: str = "kb") -> SearchTarget:
+    """The runbooks' chunks (five a topic, words of several topics mixed in) in a Milvus Lite file."""
+    rows, n = [], 0
+    names = list(TOPICS)
+    for d, (doc, words) in enumerate(TOPICS.items()):
+        other = TOPICS[names[(d + 1) % len(names)]].split()
+        for i in range(5):
+            n += 1
+            text = f"{doc} step {i}: " + " ".join(words.split()[i:] + other[: i + 1])
+            rows.append(ChunkRow(vector_id=n, doc_id=doc, chunk_index=i, content=text, title=doc.title(),
+                                 source=f"runbooks/{doc}.md", category="ops", start=None, end=None,
+                                 vector=encode([text])[0]))  # fmt: skip
+    target = SearchTarget(uri=str(path), collection=collection, index=IndexSpec.flat())
+    with MilvusStore(target) as store:
+        store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
+        store.insert(rows)
+        store.finalize()
+    return target
