@@ -216,9 +216,11 @@ def _listen(s: ServeSettings) -> socket.socket:
 
 
 async def _http(server: MCPServer, s: ServeSettings, listener: socket.socket) -> None:
-    """The streamable HTTP app on ``listener`` under uvicorn, which ends gracefully on SIGTERM / SIGINT."""
+    """The streamable HTTP app on ``listener`` under uvicorn, which ends gracefully on SIGTERM / SIGINT (and
+    raises the signal again when it has: SIGTERM then finds a handler that lets the service close and exit 0)."""
     import uvicorn
 
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=s.host)
     config = uvicorn.Config(app, log_level="info" if s.log_queries else "warning", access_log=s.log_queries,
                             timeout_graceful_shutdown=max(5, int(s.request_timeout)))  # fmt: skip

@@ -93,9 +93,9 @@ class LookupService:
         except RagEvalError as exc:
             self.failed += 1
             raise LookupFailed(f"{type(exc).__name__}: {exc}") from None
-        except Exception as exc:  # the service answers; its log keeps the traceback
+        except Exception as exc:  # the service answers; its log keeps the traceback when queries may be logged
             self.failed += 1
-            log.exception("lookup failed")
+            log.error("lookup failed: %s", type(exc).__name__, exc_info=self.log_queries)
             raise LookupFailed(f"internal error ({type(exc).__name__}): see the service's log") from None
         self.served += 1
         if self.log_queries:

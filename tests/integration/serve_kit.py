@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import subprocess
 from pathlib import Path
 
 from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore, SearchTarget
@@ -53,8 +54,8 @@ def encode(texts: list[str]) -> list[list[float]]:
     return out
 
 
-def build_kb(path: Path, collection: str = "kb") -> SearchTarget:
-    """The runbooks' chunks (five a topic, words of several topics mixed in) in a Milvus Lite file."""
+def build_kb(uri: str | Path, collection: str = "kb") -> SearchTarget:
+    """The runbooks' chunks (five a topic, words of several topics mixed in) in Milvus (a Lite file or a server)."""
     rows, n = [], 0
     names = list(TOPICS)
     for d, (doc, words) in enumerate(TOPICS.items()):
@@ -65,9 +66,53 @@ def build_kb(path: Path, collection: str = "kb") -> SearchTarget:
             rows.append(ChunkRow(vector_id=n, doc_id=doc, chunk_index=i, content=text, title=doc.title(),
                                  source=f"runbooks/{doc}.md", category="ops", start=None, end=None,
                                  vector=encode([text])[0]))  # fmt: skip
-    target = SearchTarget(uri=str(path), collection=collection, index=IndexSpec.flat())
+    target = SearchTarget(uri=str(uri), collection=collection, index=IndexSpec.flat())
     with MilvusStore(target) as store:
         store.create(dim=DIM, index=IndexSpec.flat(), manifest={})
         store.insert(rows)
         store.finalize()
     return target
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def serve_argv(properties: Path, uri: str, collection: str, *extra: str) -> list[str]:
+    """``rag-eval serve`` of this tree (as ``python -m rag_eval.cli``) with the test embedder."""
+    import sys
+
+    return [sys.executable, "-m", "rag_eval.cli", "serve", "--properties", str(properties), "--milvus-uri", uri,
+            "--collection", collection, "--embedder-provider", "python", "--embedder-callable",
+            "tests.integration.serve_kit:encode", *extra]  # fmt: skip
+
+
+def env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(port: int, process: subprocess.Popen[bytes], seconds: float = 60.0) -> None:
+    """Until ``GET /healthz`` answers 200 (the process must not have ended)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the service ended with {process.returncode} before it answered")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"the service on port {port} did not answer within {seconds:g} s")
