@@ -116,3 +116,36 @@ def wait_healthy(port: int, process: subprocess.Popen[bytes], seconds: float = 6
         except OSError:
             time.sleep(0.2)
     raise TimeoutError(f"the service on port {port} did not answer within {seconds:g} s")
+
+
+_SHIPPED: dict[str, list[float]] = {}
+
+
+def shipped_encode(texts: list[str]) -> list[list[float]]:
+    """The shipped knowledge base's precomputed all-MiniLM-L6-v2 vector of a text it has (a chunk, a labelled
+    query), else a hashed 384-d vector: a model-free embedder that retrieves as the real one does on the data set,
+    the same in a run and in a service it starts."""
+    import pyarrow.parquet as pq
+
+    from rag_eval.embed.vector_files import text_sha256
+
+    if not _SHIPPED:
+        for path in sorted((ROOT / "datasets" / "incident-kb" / "vectors").glob("*.parquet")):
+            table = pq.read_table(path, columns=["text_sha256", "vector"])
+            _SHIPPED.update(
+                zip(table.column("text_sha256").to_pylist(), table.column("vector").to_pylist(), strict=True)
+            )
+    out = []
+    for text in texts:
+        known = _SHIPPED.get(text_sha256(text))
+        out.append(list(known) if known is not None else _hashed(text, 384))
+    return out
+
+
+def _hashed(text: str, dim: int) -> list[float]:
+    v = [0.0] * dim
+    for word in re.findall(r"\w+", text.lower()):
+        h = hashlib.sha256(word.encode()).digest()
+        v[int.from_bytes(h[:4], "big") % dim] += 1.0
+    norm = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / norm for x in v]
