@@ -94,7 +94,7 @@ def replay_service(
         ask_service(spec, queries, answers, tick=progress.factory("asking the service", left))
     finally:
         answers.close()
-    document = service_document(exp, spec, config, queries, pipeline, answers.payloads, prep)
+    document = service_document(exp, config, queries, (pipeline, answers.payloads), prep)
     write_json(run_dir / SERVICE_JSON, document)
     write_text(run_dir / SERVICE_MD, service_markdown(document))
     return ServiceResult(
@@ -103,11 +103,14 @@ def replay_service(
 
 
 def service_document(
-    exp: Experiment, spec: ServiceSpec, config: ConfigSpec, queries: list[tuple[str, str]],
-    pipeline: dict[str, dict[str, Any]], service: dict[str, dict[str, Any]], prep: Prepared,
+    exp: Experiment, config: ConfigSpec, queries: list[tuple[str, str]],
+    sides: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]], prep: Prepared,
 ) -> dict[str, Any]:  # fmt: skip
     """What ``service.json`` holds: conformance (all queries, and a query log's apart), the first difference
-    and both payloads of every differing query, the measures of both sides, the gates."""
+    and both payloads (``sides``: the pipeline's, the service's) of every differing query, the measures of
+    both sides, the gates."""
+    pipeline, service = sides
+    assert exp.service is not None
     differences = {qid: first_difference(pipeline[qid], service[qid]) for qid, _ in queries}
     traffic = {qid for qid, _ in prep.traffic_queries()}
     relevance, chunk_of = prep.labels.relevance, prep.chunk_of()
@@ -115,7 +118,7 @@ def service_document(
     value = conformance(differences)
     text_of = dict(queries)
     return {
-        "service": spec.as_dict(),
+        "service": exp.service.as_dict(),
         "config": config.name,
         "queries": len(queries),
         "conformance": value,
