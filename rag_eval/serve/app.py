@@ -18,7 +18,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -162,43 +162,56 @@ def serve(s: ServeSettings) -> int:
     if s.log_queries:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     listener = _listen(s) if s.transport == "http" else None
+    terminated = False
     try:
         with contextlib.redirect_stdout(sys.stderr), opened_tool(s) as tool:  # stdout is the stdio transport's
             service = LookupService(tool, concurrency=s.concurrency, timeout=s.request_timeout,
                                     max_query_chars=s.max_query_chars, log_queries=s.log_queries)  # fmt: skip
             server = build_server(service, log_level="INFO" if s.log_queries else "WARNING")
             if listener is None:
-                anyio.run(_until_signal, _stdio(server))
+                terminated = _run_stdio(server)
             else:
                 print(f"rag-eval serve: lookup_knowledge at {s.url} (health: {HEALTH_PATH})", file=sys.stderr)
                 anyio.run(_http, server, s, listener)
     finally:
         if listener is not None:
             listener.close()
+    if terminated:  # Milvus is closed and the spans flushed; the thread blocked reading stdin cannot be woken
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
-def _stdio(server: MCPServer) -> Callable[[], Awaitable[None]]:
+class _Terminated(Exception):
+    """SIGTERM arrived while serving over stdio."""
+
+
+def _run_stdio(server: MCPServer) -> bool:
+    """Serve over stdio until the client closes it (False) or SIGTERM arrives (True)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Terminated
+
     async def run() -> None:
         with contextlib.redirect_stdout(sys.__stdout__):
             await server.run_stdio_async()
 
-    return run
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        anyio.run(run)
+    except BaseException as exc:
+        if not _is_terminated(exc):
+            raise
+        return True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return False
 
 
-async def _until_signal(run: Callable[[], Awaitable[None]]) -> None:
-    """``run`` until it returns or SIGTERM / SIGINT arrives (then cancelled: the lookups under way are left)."""
-    async with anyio.create_task_group() as group:
-
-        async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    group.cancel_scope.cancel()
-                    return
-
-        group.start_soon(watch)
-        await run()
-        group.cancel_scope.cancel()
+def _is_terminated(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_is_terminated(e) for e in exc.exceptions)
+    return isinstance(exc, _Terminated)
 
 
 def _listen(s: ServeSettings) -> socket.socket:

@@ -4,6 +4,7 @@ SIGTERM ends it with exit 0, and a bad target is refused with exit 2 and one lin
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -131,3 +132,30 @@ def test_a_port_in_use_is_refused_with_exit_2(kb: dict[str, Any], http_service: 
     argv = serve_argv(kb["properties"], kb["uri"], kb["collection"], "--transport", "http", "--port", str(port))
     done = subprocess.run(argv, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "serve.port" in done.stderr, done.stderr
+
+
+def test_over_stdio_sigterm_ends_it_with_exit_0(kb: dict[str, Any]) -> None:
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"])
+    process = subprocess.Popen(argv, cwd=ROOT, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    try:  # up when it answers the handshake (the MCP SDK's client would take the Lite file's only opening)
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write((json.dumps(hello) + "\n").encode())
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
