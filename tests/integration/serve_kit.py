@@ -119,6 +119,7 @@ def wait_healthy(port: int, process: subprocess.Popen[bytes], seconds: float = 6
 
 
 _SHIPPED: dict[str, list[float]] = {}
+_LOADING = __import__("threading").Lock()  # a service embeds on several threads at once
 
 
 def shipped_encode(texts: list[str]) -> list[list[float]]:

@@ -159,3 +159,24 @@ def test_over_stdio_sigterm_ends_it_with_exit_0(kb: dict[str, Any]) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_spans_of_the_served_tool_are_a_query_log_the_run_can_replay(kb: dict[str, Any], tmp_path: Path) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    traces = tmp_path / "traces.jsonl"
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"], "--trace-file", str(traces))
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(ROOT), env=env())
+    asked = [*QUERIES[:3], QUERIES[0]]
+
+    async def main() -> None:
+        async with Client(params) as client:
+            await _ask(client, asked)
+
+    anyio.run(main)  # the client closes stdin: the server ends and flushes its spans
+    traffic = read_traffic(TrafficSpec(path=traces, format="otlp"))
+    assert {q.text: q.count for q in traffic.queries} == {QUERIES[0]: 2, QUERIES[1]: 1, QUERIES[2]: 1}
+    spans = [s for line in traces.read_text().splitlines() for r in json.loads(line)["resourceSpans"]
+             for scope in r["scopeSpans"] for s in scope["spans"]]  # fmt: skip
+    assert sorted({s["name"] for s in spans}) == ["knowledge_search", "lookup_knowledge"]
+    assert not any(a["key"] == "output.value" for s in spans for a in s["attributes"])  # no payload in the spans

@@ -174,3 +174,27 @@ def test_a_failing_service_stops_the_run_with_exit_3_and_resume_completes_it(
     result = jobs.run_experiment(exp, tmp_path / "run", Execution(resume=True))
     assert result.service is not None and result.service["conformance"] == 1.0
     assert fake.asked - asked == 32 - 7  # the 7 answered before the failure are not asked again
+
+
+def test_the_served_tool_over_http_conforms(setup: dict[str, Any], tmp_path: Path) -> None:
+    """The run's Milvus Lite file is served from a copy: a Lite file is opened by one process at a time."""
+    import shutil
+    import subprocess
+
+    from tests.integration.serve_kit import ROOT, env, serve_argv, wait_healthy
+
+    copy = tmp_path / "served.db"
+    shutil.copytree(setup["base"].resolved_uri, copy)
+    port = free_port()
+    argv = serve_argv(CONFIGS / "evidence.properties", str(copy), setup["collection"], "--transport", "http",
+                      "--port", str(port), "--embedder-callable", EMBED)  # fmt: skip
+    process = subprocess.Popen(argv, cwd=ROOT, env=env())
+    try:
+        wait_healthy(port, process)
+        spec = ServiceSpec(url=f"http://127.0.0.1:{port}/mcp", config="evidence", concurrency=8)
+        result = jobs.run_experiment(replace(setup["base"], service=spec), tmp_path / "run")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert result.service is not None and result.exit_code == 0
+    assert result.service["conformance"] == 1.0 and result.service["queries"] == 32
