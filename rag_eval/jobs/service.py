@@ -97,6 +97,9 @@ def replay_service(
     document = service_document(exp, config, queries, (pipeline, answers.payloads), prep)
     write_json(run_dir / SERVICE_JSON, document)
     write_text(run_dir / SERVICE_MD, service_markdown(document))
+    differing = len(document["differing"])
+    progress.log(f"service conformance {document['conformance']:.1%}: {differing:,} of {len(queries):,} payloads "
+                 f"differ from config {config.name!r}'s ({run_dir / SERVICE_MD})")  # fmt: skip
     return ServiceResult(
         document=document, exit_code=1 if any(g["outcome"] == "fail" for g in document["gates"]) else 0
     )
