@@ -49,3 +49,22 @@ def test_problems_are_named(table: dict[str, Any], said: str) -> None:
 def test_an_absent_table_is_no_service() -> None:
     problems: list[ConfigProblem] = []
     assert read_service(TableReader({}, "service", problems, base=Path("."), present=False)) == {"service": None}
+
+
+def test_an_experiment_file_with_a_service_and_a_config_it_does_not_have(tmp_path: Path) -> None:
+    from rag_eval.core.errors import ConfigError
+    from rag_eval.experiment import load_experiment
+    from tests.conftest import SHIPPED
+
+    text = (SHIPPED / "experiments" / "default.toml").read_text()
+    configs = f'properties = "{SHIPPED}/experiments/configs/'
+    text = text.replace('path = ".."', f'path = "{SHIPPED}"').replace('properties = "configs/', configs)
+    good = tmp_path / "good.toml"
+    good.write_text(text + '\n[service]\ncommand = ["rag-eval", "serve", "s.toml"]\nconfig = "evidence"\n')
+    exp = load_experiment(good)
+    assert exp.service == ServiceSpec(command=("rag-eval", "serve", "s.toml"), config="evidence")
+    assert exp.as_dict()["service"]["kind"] == "mcp-stdio"
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text + '\n[service]\nurl = "http://kb:8765/mcp"\nconfig = "evidense"\n')
+    with pytest.raises(ConfigError, match=r"'evidense' is not a config name .* @ service.config"):
+        load_experiment(bad)
