@@ -11,6 +11,7 @@ import hashlib
 import math
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore, SearchTarget
@@ -119,7 +120,7 @@ def wait_healthy(port: int, process: subprocess.Popen[bytes], seconds: float = 6
 
 
 _SHIPPED: dict[str, list[float]] = {}
-_LOADING = __import__("threading").Lock()  # a service embeds on several threads at once
+_LOADING = threading.Lock()  # a service embeds on several threads at once
 
 
 def shipped_encode(texts: list[str]) -> list[list[float]]:
@@ -130,12 +131,14 @@ def shipped_encode(texts: list[str]) -> list[list[float]]:
 
     from rag_eval.embed.vector_files import text_sha256
 
-    if not _SHIPPED:
-        for path in sorted((ROOT / "datasets" / "incident-kb" / "vectors").glob("*.parquet")):
-            table = pq.read_table(path, columns=["text_sha256", "vector"])
-            _SHIPPED.update(
-                zip(table.column("text_sha256").to_pylist(), table.column("vector").to_pylist(), strict=True)
-            )
+    with _LOADING:
+        if not _SHIPPED:
+            loaded: dict[str, list[float]] = {}
+            for path in sorted((ROOT / "datasets" / "incident-kb" / "vectors").glob("*.parquet")):
+                table = pq.read_table(path, columns=["text_sha256", "vector"])
+                hashes, vectors = table.column("text_sha256").to_pylist(), table.column("vector").to_pylist()
+                loaded.update(zip(hashes, vectors, strict=True))
+            _SHIPPED.update(loaded)
     out = []
     for text in texts:
         known = _SHIPPED.get(text_sha256(text))

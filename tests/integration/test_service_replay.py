@@ -198,3 +198,20 @@ def test_the_served_tool_over_http_conforms(setup: dict[str, Any], tmp_path: Pat
         process.wait(timeout=30)
     assert result.service is not None and result.exit_code == 0
     assert result.service["conformance"] == 1.0 and result.service["queries"] == 32
+
+
+def test_a_legacy_service_conforms_to_the_legacy_config_and_its_chunks_cannot_be_read(setup: dict[str, Any]) -> None:
+    """A legacy service's document_id is the source: diffed against the legacy config it conforms, and its
+    excerpts are counted as unscoped, delivering no chunk (the legacy config's own rows know better)."""
+    spec = replace(_served(setup, CONFIGS / "legacy.properties"), config="legacy-merge")
+    result = jobs.run_experiment(replace(setup["base"], service=spec), setup["root"] / "legacy")
+    doc = result.service
+    assert doc is not None and doc["conformance"] == 1.0 and result.exit_code == 0
+    service = doc["measures"]["service"]
+    answers = (result.out / ".service" / "payloads.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in answers]
+    labelled = [e for r in rows if not r["query_id"].startswith("traffic:") for e in r["payload"]["evidence"]]
+    keys = [e["document_id"] for e in labelled]
+    assert service["unscoped_excerpts"] == sum(1 for k in keys if "#chunk-" not in k and not k.startswith("vector:"))
+    assert service["unscoped_excerpts"] > 0
+    assert "not chunk-scoped" in (result.out / "service.md").read_text()
