@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from rag_eval.core.errors import ConfigError, ConfigProblem, InfrastructureError
+from rag_eval.core.errors import ConfigError, ConfigProblem, InfrastructureError, RagEvalError
 from rag_eval.core.lookup import LookupKnowledge
 from rag_eval.serve.service import LookupFailed, LookupService
 from rag_eval.serve.settings import HEALTH_PATH, MCP_PATH, ServeSettings, checked
@@ -89,6 +89,7 @@ def opened_tool(s: ServeSettings) -> Iterator[Any]:
     try:
         port.check_mode(s.mode)
         tool: Any = LookupKnowledge(port, config, mode=s.mode)
+        _first_lookup(tool)
         tracing = _tracer_provider(s)
         if tracing is not None:
             from rag_eval.serve.tracing import TracedLookup
@@ -102,6 +103,15 @@ def opened_tool(s: ServeSettings) -> Iterator[Any]:
         close = getattr(embedder, "close", None)
         if close is not None:
             close()
+
+
+def _first_lookup(tool: LookupKnowledge) -> None:
+    """One lookup before the first client's, through every step (the embedder, the search, the pipeline): an
+    embedder that cannot embed, or vectors the collection does not hold, refuse the start (exit 2)."""
+    try:
+        tool.lookup_knowledge("rag-eval serve: startup check")
+    except RagEvalError as exc:
+        raise ConfigError([ConfigProblem("serve", f"the startup lookup failed: {exc}")]) from exc
 
 
 def _target(s: ServeSettings) -> Any:

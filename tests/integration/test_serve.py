@@ -180,3 +180,14 @@ def test_the_spans_of_the_served_tool_are_a_query_log_the_run_can_replay(kb: dic
              for scope in r["scopeSpans"] for s in scope["spans"]]  # fmt: skip
     assert sorted({s["name"] for s in spans}) == ["knowledge_search", "lookup_knowledge"]
     assert not any(a["key"] == "output.value" for s in spans for a in s["attributes"])  # no payload in the spans
+
+
+def test_an_embedder_that_does_not_fit_the_collection_is_refused_at_startup(kb: dict[str, Any]) -> None:
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"])
+    argv[argv.index("tests.integration.serve_kit:encode")] = "tests.integration.serve_kit:shipped_encode"  # 384-d
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "startup lookup failed" in lines[0] and "dimension" in lines[0], done.stderr
