@@ -124,3 +124,37 @@ def test_a_line_cut_by_a_crash_is_left_out_and_its_query_asked_again(tmp_path: P
 )  # fmt: skip
 def test_what_a_payload_must_have(value: Any, why: str | None) -> None:
     assert check_payload(value) == why
+
+
+def _mcp(*args: str) -> ServiceSpec:
+    import sys
+
+    return ServiceSpec(command=(sys.executable, "-m", "tests.unit.replay.mcp_fake", *args), timeout=20, concurrency=1)
+
+
+def test_an_mcp_service_over_stdio_answers_every_query(tmp_path: Path) -> None:
+    answers = Answers(tmp_path / "a.jsonl", resume=False)
+    ask_service(_mcp(), QUERIES[:4], answers)
+    answers.close()
+    assert {q: p["query"] for q, p in answers.payloads.items()} == dict(QUERIES[:4])
+
+
+def test_an_mcp_tool_error_names_the_query(tmp_path: Path) -> None:
+    answers = Answers(tmp_path / "a.jsonl", resume=False)
+    with pytest.raises(ServiceError, match=r"query 'q1' was answered with an error: .*knowledge base is unavailable"):
+        ask_service(_mcp(), [("q0", "fine"), ("q1", "an error please"), ("q2", "never asked")], answers)
+    answers.close()
+    assert list(answers.payloads) == ["q0"]
+
+
+def test_an_mcp_service_that_dies_mid_run_keeps_what_it_answered(tmp_path: Path) -> None:
+    answers = Answers(tmp_path / "a.jsonl", resume=False)
+    with pytest.raises(ServiceError, match=r"stopped answering|cannot be reached") as caught:
+        ask_service(_mcp("3"), QUERIES[:6], answers)
+    answers.close()
+    assert caught.value.exit_code == 3 and "--resume" in str(caught.value)
+    assert list(answers.payloads) == ["q0", "q1"]
+    resumed = Answers(tmp_path / "a.jsonl", resume=True)
+    ask_service(_mcp(), QUERIES[:6], resumed)
+    resumed.close()
+    assert list(resumed.payloads) == ["q0", "q1", "q2", "q3", "q4", "q5"]
