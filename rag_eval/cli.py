@@ -1,11 +1,10 @@
 """Command line: argument parsing and exit codes only; the jobs (:mod:`rag_eval.jobs`) do the work and
 the reports' console module (:mod:`rag_eval.reports.console`) prints what they return.
 
-Exit codes: 0 pass (warnings and underpowered checks included), 1 a fail gate fired (a
-regression) and nothing else, 2 usage or input error (one line, no traceback), 3
-infrastructure error (Milvus unreachable, disk), 70 a bug (its traceback is printed;
-sysexits' EX_SOFTWARE), 130 interrupted. A crash never exits 1, so a CI job cannot read it
-as a regression.
+Exit codes: 0 pass (warnings and underpowered checks included), 1 a fail gate fired (a regression) and
+nothing else, 2 usage or input error (one line, no traceback), 3 infrastructure error (Milvus unreachable,
+disk), 70 a bug (its traceback is printed; sysexits' EX_SOFTWARE), 130 interrupted. A crash never exits 1,
+so a CI job cannot read it as a regression.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 
 from rag_eval.core.errors import InfrastructureError, InputError
 from rag_eval.rundir import folders
+from rag_eval.serve.command import serve_command
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -250,8 +250,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from rag_eval.jobs.inspect import inspect
     from rag_eval.reports.console import print_inspect
 
-    found = inspect(args.uri, args.collection, load=args.load, rows=args.rows, token_env=args.token_env)
-    print_inspect(found)
+    print_inspect(inspect(args.uri, args.collection, load=args.load, rows=args.rows, token_env=args.token_env))
     return EXIT_OK
 
 
@@ -276,6 +275,7 @@ COMMAND_FUNCTIONS: dict[str, Command] = {
     "embed": _cmd_embed,
     "inspect": _cmd_inspect,
     "labels": _cmd_labels,
+    "serve": serve_command,
 }
 
 

@@ -3,7 +3,7 @@ adds its flags to its parser; :mod:`rag_eval.cli` builds the parser from it and 
 function. Flags only: nothing here reads a file or imports more than the default folders.
 
 >>> [name for name, _, _ in COMMANDS]
-['config', 'ingest', 'run', 'compare', 'accept', 'history', 'nightly', 'load', 'embed', 'inspect', 'labels']
+['config', 'ingest', 'run', 'compare', 'accept', 'history', 'nightly', 'load', 'embed', 'inspect', 'labels', 'serve']
 """
 
 from __future__ import annotations
@@ -223,6 +223,24 @@ def labels_flags(p: argparse.ArgumentParser) -> None:
     imported.add_argument("--split", default="test", help="the qrels split the labels are added to (default test)")
 
 
+def serve_flags(p: argparse.ArgumentParser) -> None:
+    """``serve [FILE]``: a serve TOML file (docs/serve.md) and the flags that override it."""
+    p.add_argument("file", nargs="?", help="serve TOML file ([serve], [milvus], [embedder]); flags override it")
+    p.add_argument("--properties", help="the pipeline's .properties file (every rag.* key)")
+    p.add_argument("--milvus-uri", help="a Milvus Lite file or http(s)://host:port")
+    p.add_argument("--collection", help="the collection to search")
+    p.add_argument("--field", action="append", help="KEY=FIELD of a collection built elsewhere (id, vector, text, ...)")
+    for key in ("provider", "model", "base-url", "callable"):
+        p.add_argument(f"--embedder-{key}", help=f"the query embedder's {key} (as [embedder] {key.replace('-', '_')})")
+    p.add_argument("--transport", choices=("stdio", "http"), help="stdio (default) or streamable HTTP")
+    p.add_argument("--host", help="HTTP: the address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="HTTP: the port (default 8765)")
+    p.add_argument("--concurrency", type=int, help="lookups at a time (default 8)")
+    p.add_argument("--request-timeout", type=float, help="seconds a lookup may take (default 30)")
+    p.add_argument("--log-queries", action="store_true", help="log each query (queries are not logged otherwise)")
+    p.add_argument("--trace-file", help="write the spans as OTLP JSON lines to this file")
+
+
 COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
     ("config", "validate a RagConfig (.properties or .toml) and print the effective settings", config_flags),
     ("ingest", "chunk, embed and write a data set into Milvus (reused when unchanged)", ingest_flags),
@@ -243,6 +261,7 @@ COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
         inspect_flags,
     ),
     ("labels", "turn a marked labelling file of traffic queries into a data set's labels: labels import", labels_flags),
+    ("serve", "serve lookup_knowledge as an MCP tool (stdio or streamable HTTP) on a Milvus collection", serve_flags),
 )
 CLUSTER_COMMANDS = ("run", "nightly", "compare")  # their comparisons (and query batches) can run on Dask workers
 

@@ -27,6 +27,7 @@ from rag_eval.compare.checks import AbsoluteCheck, Check, GateResult, Outcome, R
 from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_RULE, DEFAULT_SEED, RULES, Settings
 from rag_eval.core.errors import GatesError, quoted
 from rag_eval.experiment import Experiment
+from rag_eval.metrics.registry import SERVICE
 
 __all__ = [
     "SELECTOR_KEYS", "SHIPPED", "AbsoluteCheck", "Check", "GateResult", "GateSet", "Outcome", "RelativeCheck",
@@ -158,7 +159,7 @@ def _selector(text: str | None, *, spec: str, path: str, line: int | None) -> tu
 
 
 def _known_names() -> set[str]:
-    return {m.name for m in catalog((1,), traffic=True)}
+    return {m.name for m in catalog((1,), traffic=True)} | {m.name for m in SERVICE}  # SERVICE: service.toml
 
 
 # -- files ------------------------------------------------------------------------------------

@@ -268,3 +268,12 @@ class ClusterError(InfrastructureError):
     def __init__(self, message: str, *, address: str | None = None) -> None:
         self.address = address
         super().__init__(message)
+
+
+class ServiceError(InfrastructureError):
+    """A deployed ``lookup_knowledge`` endpoint replayed by a run timed out, answered with an error or with
+    something that is not a payload, or stopped answering; ``endpoint`` is where it is (no credentials)."""
+
+    def __init__(self, message: str, *, endpoint: str) -> None:
+        self.endpoint = endpoint
+        super().__init__(message)

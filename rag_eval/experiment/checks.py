@@ -364,6 +364,13 @@ def _traffic(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
         yield from spec_problems(exp.traffic)
 
 
+def _service(exp: Experiment, keys: Keys) -> Iterator[ConfigProblem]:
+    """The ``[service]`` names a config of the experiment (its conformance is diffed against it)."""
+    names = [c.name for c in exp.configs]
+    if exp.service is not None and names and (exp.service.config or exp.baseline) not in names:
+        yield ConfigProblem("service.config", f"{quoted(exp.service.config)} is not a config name ({', '.join(names)})")
+
+
 _CHECKS: tuple[ExperimentCheck, ...] = (
     _experiment,
     _paths,
@@ -379,4 +386,5 @@ _CHECKS: tuple[ExperimentCheck, ...] = (
     _load,
     _existing,
     _traffic,
+    _service,
 )

@@ -151,6 +151,35 @@ class CollectionSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceSpec:
+    """The ``[service]`` table: a deployed ``lookup_knowledge`` replayed as a black box beside the configs.
+
+    One of ``url`` (MCP over streamable HTTP), ``command`` (an MCP server started over stdio) or ``http`` (a
+    plain endpoint: POST ``{"query": ...}``, the payload JSON back); ``config`` is the experiment's config the
+    service is meant to run (its conformance is diffed against it; empty: the baseline).
+    """
+
+    url: str | None = None
+    command: tuple[str, ...] = ()
+    http: str | None = None
+    config: str = ""
+    timeout: float = 30.0  # seconds one query may take
+    concurrency: int = 4  # queries in flight at once
+
+    @property
+    def endpoint(self) -> str:
+        """Where the service is, as messages and reports show it (no credentials)."""
+        if self.command:
+            return " ".join(self.command)
+        return redact_uri(self.url or self.http or "")
+
+    def as_dict(self) -> dict[str, Any]:
+        kind = "mcp" if self.url else "mcp-stdio" if self.command else "http"
+        return {"kind": kind, "endpoint": self.endpoint, "config": self.config, "timeout": self.timeout,
+                "concurrency": self.concurrency}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Experiment:
     """Everything a run needs to know, from the data set to the gates; built unchecked (see
     :func:`rag_eval.experiment.checks.check_experiment`)."""
@@ -183,6 +212,7 @@ class Experiment:
     load: LoadSettings | None = None  # the [load] table: `rag-eval run` then measures latency under load too
     existing: CollectionSpec | None = None  # the [collection] table: replay a collection built elsewhere
     traffic: TrafficSpec | None = None  # the [traffic] table: production queries without labels, replayed too
+    service: ServiceSpec | None = None  # the [service] table: a deployed lookup_knowledge replayed and diffed
     payload_budget: bool = True  # False: every config's projector limits lifted (measure retrieval, not the budget)
     profile_named: bool = True  # False: no profile was named, the data set chose it (default_profile)
     lead_cutoffs: tuple[int, ...] = ()  # the cutoffs the console and the report lead with (): 5, else the largest
@@ -318,6 +348,7 @@ class Experiment:
             "load": self.load.as_dict() if self.load is not None else None,
             "collection": self.existing.as_dict() if self.existing is not None else None,
             "traffic": self.traffic.as_dict() if self.traffic is not None else None,
+            "service": self.service.as_dict() if self.service is not None else None,
         }
 
 

@@ -31,6 +31,7 @@ from rag_eval.experiment.model import (
     DEFAULT_PROFILE,
     PROFILES,
     CollectionSpec,
+    ServiceSpec,
 )
 from rag_eval.experiment.section import TableReader
 from rag_eval.search.milvus.schema import IndexSpec, uri_problem
@@ -235,6 +236,30 @@ def read_traffic(t: TableReader) -> Fields:
     return {"traffic": spec}
 
 
+def read_service(t: TableReader) -> Fields:
+    """``[service]`` url (MCP, streamable HTTP), command (an MCP server over stdio), or http (plain JSON), and
+    config, timeout, concurrency: a deployed lookup_knowledge replayed as a black box (docs/serve.md)."""
+    if not t.present:
+        return {"service": None}
+    command = t.get("command", list, [])
+    if not all(isinstance(a, str) for a in command):
+        t.problem("command", "expected a list of strings (the program and its arguments)")
+        command = []
+    spec = ServiceSpec(
+        url=t.get("url", str), command=tuple(command), http=t.get("http", str), config=t.get("config", str, ""),
+        timeout=float(t.get("timeout", (int, float), 30.0)), concurrency=t.get("concurrency", int, 4),
+    )  # fmt: skip
+    given = [k for k, v in (("url", spec.url), ("command", spec.command), ("http", spec.http)) if v]
+    if len(given) != 1:
+        t.problem("url", f"give one of url, command or http (given: {', '.join(given) or 'none'})")
+    for key, value in (("url", spec.url), ("http", spec.http)):
+        if value and not value.startswith(("http://", "https://")):
+            t.problem(key, f"expected an http(s):// URL, got {quoted(value)}")
+    if not 0 < spec.timeout <= 3600 or spec.concurrency < 1:
+        t.problem("timeout", "timeout must be > 0 and <= 3600 seconds, concurrency >= 1")
+    return {"service": spec}
+
+
 def read_report(t: TableReader) -> Fields:
     """``[report]`` drilldown_queries (queries in the HTML report's drill-down)."""
     return {"drilldown_queries": t.get("drilldown_queries", int)}
@@ -276,6 +301,7 @@ TABLES: Mapping[str, TableRead] = {
     "gates": read_gates,
     "load": read_load,
     "traffic": read_traffic,
+    "service": read_service,
 }
 # What a table that is not one should look like, where a hint helps
 SHAPES: Mapping[str, str] = {

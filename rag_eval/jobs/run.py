@@ -18,6 +18,7 @@ from rag_eval.compare.runs import ComparedRun, check_pairable
 from rag_eval.experiment import Experiment
 from rag_eval.files import json_safe
 from rag_eval.jobs.compare import Judging, comparison_tasks
+from rag_eval.jobs.service import replay_service
 from rag_eval.loadtest.driver import LoadResult, measure_load, refuse_lite
 from rag_eval.metrics.labelfree import summarize_traffic
 from rag_eval.metrics.measures import SUMMARY_COLUMNS, summarize
@@ -40,6 +41,7 @@ class RunResult:
     resumed_batches: int
     comparison: Comparison | None = None
     exit_code: int = 0  # the gates' (0 pass or warn, 1 a fail gate fired, 2 a fail gate not evaluable)
+    service: dict[str, Any] | None = None  # [service]: the deployed tool's conformance (service.json)
 
 
 def run_experiment(
@@ -59,6 +61,8 @@ def run_experiment(
             check_pairable(data_identity(exp, prep), earlier)
         collection = ingest_collection(exp, prep, prog)
         replayed = replay(exp, prep, collection, store, replace(how, progress=prog))
+        service = None if exp.service is None else replay_service(exp, prep, collection, store.dir, resume=resume,
+                                                                  progress=prog)  # fmt: skip
         load = None
         if exp.load is not None:  # the [load] table: measured for this run (its start and fingerprint)
             run_id = {"started": clock.started.isoformat(), "fingerprint": exp.fingerprint()}
@@ -76,7 +80,8 @@ def run_experiment(
         report=store.dir / REPORT_MD,
         resumed_batches=replayed.resumed_batches,
         comparison=comparison,
-        exit_code=comparison.exit_code,
+        exit_code=max(comparison.exit_code, service.exit_code if service is not None else 0),
+        service=service.document if service is not None else None,
     )
 
 

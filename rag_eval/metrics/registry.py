@@ -311,6 +311,15 @@ FIXED = MISSION + PAYLOAD + LATENCY + COUNTS  # every measure but the standard o
 _BY_NAME = {m.name: m for m in FIXED}
 TRAFFIC: tuple[Measure, ...] = OVERLAP_MEASURES + tuple(on_traffic(_BY_NAME[name]) for name in LABEL_FREE)
 _BY_NAME |= {m.name: m for m in TRAFFIC}
+# a deployed service replayed beside the configs ([service], rag_eval.metrics.conformance): its payloads against
+# the pipeline's on the same queries; read from the run's service.json, gated there (compare/shipped/service.toml)
+SERVICE: tuple[Measure, ...] = (
+    Measure(name="conformance", label="conformance: payloads identical to the pipeline's", group="payload",
+            higher_is_better=True, unit="share", digits=1),
+    Measure(name="unscoped_excerpts", label="service excerpts without a chunk-scoped document_id", group="payload",
+            higher_is_better=False, unit="count", digits=0),
+)  # fmt: skip
+_BY_NAME |= {m.name: m for m in SERVICE}
 
 _STANDARD_NAME = re.compile(rf"(?:{'|'.join(STANDARD)})@[0-9]+|RR")  # a name of measure_names, at any cutoff
 

@@ -19,7 +19,7 @@ from tests.conftest import ROOT, SHIPPED
 SHIPPED_PROPERTIES = sorted(p for p in ROOT.rglob("*.properties") if not {".venv", "reports"} & set(p.parts))
 POSITIONAL = {"config": ["x.properties"], "ingest": ["e.toml"], "run": ["e.toml"], "compare": ["r"],
               "accept": ["r"], "history": [], "nightly": ["e.toml"], "load": ["e.toml"], "embed": ["d"],
-              "inspect": ["m.db"], "labels": ["import", "m.jsonl", "--dataset", "d"]}  # fmt: skip
+              "inspect": ["m.db"], "labels": ["import", "m.jsonl", "--dataset", "d"], "serve": ["s.toml"]}  # fmt: skip
 
 
 def _subparsers() -> dict[str, object]:

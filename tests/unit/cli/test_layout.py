@@ -30,7 +30,8 @@ ROOMS = sorted(p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py"
 MAX_PARAMETERS = 6
 # the rooms that read what a run wrote: only through rag_eval.rundir.reader
 READERS = ("compare", "reports", "loadtest", "jobs", "metrics", "replay")
-OWN_FILES = {"compare/history.py": "the nightly history file (history.parquet), not a run directory"}
+OWN_FILES = {"compare/history.py": "the nightly history file (history.parquet), not a run directory",
+             "replay/service.py": "a service's answers: JSON from the network, kept as they arrive for --resume"}
 READ_CALLS = {("json", "load"), ("json", "loads"), ("pq", "read_table"), ("pq", "ParquetFile"), ("pq", "read_schema")}
 
 

@@ -38,7 +38,7 @@ def read(reader: Any, table: dict[str, Any], prefix: str, *, present: bool = Tru
 
 def test_the_tables_in_the_order_their_problems_are_reported() -> None:
     assert list(TABLES) == ["experiment", "dataset", "chunker", "embedder", "milvus", "collection", "ingest",
-                            "metrics", "timing", "report", "gates", "load", "traffic"]  # fmt: skip
+                            "metrics", "timing", "report", "gates", "load", "traffic", "service"]  # fmt: skip
     assert set(SHAPES) == {"gates", "load", "collection", "traffic"}
 
 

@@ -89,8 +89,12 @@ def test_a_legacy_configs_cap_when_the_evidence_configs_disagree_or_the_experime
 
 def prepared(level: str) -> Any:
     dataset = SimpleNamespace(checksum="sum", split="dev")
-    return cast(Any, SimpleNamespace(dataset=dataset, labels=SimpleNamespace(level=level), existing=None,
-                                     traffic=None, traffic_queries=list))
+    return cast(
+        Any,
+        SimpleNamespace(
+            dataset=dataset, labels=SimpleNamespace(level=level), existing=None, traffic=None, traffic_queries=list
+        ),
+    )
 
 
 def test_what_pairs_a_run_with_an_earlier_one() -> None:
@@ -126,4 +130,3 @@ def test_the_summary_document_of_a_run() -> None:
     assert "collection" not in got and "resolution" not in got  # no existing collection replayed
     span = run_summary(EXP, prepared("span"), replayed, manifest=manifest, measured=measured)
     assert span["label_note"] == "chunk relevance from span overlap"
-

@@ -54,8 +54,7 @@ def test_a_bad_flag_is_one_clear_error(flag: str) -> None:
 def write(tmp: Path, timing: str) -> Path:
     path = tmp / "exp.toml"
     path.write_text(
-        f"[dataset]\npath = {str(SHIPPED)!r}\n[[configs]]\nname = 'a'\nrag = {{ retrieve-k = 5 }}\n"
-        f"[timing]\n{timing}"
+        f"[dataset]\npath = {str(SHIPPED)!r}\n[[configs]]\nname = 'a'\nrag = {{ retrieve-k = 5 }}\n[timing]\n{timing}"
     )
     return path
 
@@ -79,8 +78,18 @@ def test_bad_timing_settings_are_reported_with_their_keys(tmp_path: Path) -> Non
 def test_cli_bad_latency_flag_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "rag_eval.cli", "run", str(SHIPPED / "experiments" / "default.toml"), "--latency",
-         "sample:none", "--out", str(out), "-q"],
+        [
+            sys.executable,
+            "-m",
+            "rag_eval.cli",
+            "run",
+            str(SHIPPED / "experiments" / "default.toml"),
+            "--latency",
+            "sample:none",
+            "--out",
+            str(out),
+            "-q",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -1,0 +1,193 @@
+"""The served tool with the MCP SDK's own client, over stdio and streamable HTTP, on Milvus Lite and on a
+Milvus server: its payloads are the in-process ``lookup_knowledge``'s, eight clients at once get their own,
+SIGTERM ends it with exit 0, and a bad target is refused with exit 2 and one line."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from rag_eval.core.config import RagConfig
+from rag_eval.core.lookup import LookupKnowledge
+from rag_eval.search.milvus import MilvusSearch
+from rag_eval.serve.service import payload_dict
+from tests.integration.serve_kit import QUERIES, ROOT, build_kb, encode, env, free_port, serve_argv, wait_healthy
+
+PROPERTIES = "rag.pipeline=evidence\nrag.retrieve-k=20\nrag.return-n=5\nrag.max-chunks-per-document=2\n"
+
+
+@pytest.fixture
+def kb(milvus_uri: str, collection_name: str, tmp_path: Path, drop_after: Callable[[str, str], None]) -> dict[str, Any]:
+    """The knowledge base, its config, and the in-process tool's payloads of every query (the Lite file is
+    closed again before a service opens it)."""
+    build_kb(milvus_uri, collection_name)
+    drop_after(milvus_uri, collection_name)
+    props = tmp_path / "evidence.properties"
+    props.write_text(PROPERTIES)
+    target = _target(milvus_uri, collection_name)
+    with MilvusSearch(target, encode) as port:
+        tool = LookupKnowledge(port, RagConfig.from_properties_file(props))
+        expected = {q: payload_dict(tool.lookup_knowledge(q)) for q in QUERIES}
+    return {"uri": milvus_uri, "collection": collection_name, "properties": props, "expected": expected}
+
+
+def _target(uri: str, collection: str) -> Any:
+    from rag_eval.search.milvus import SearchTarget
+
+    return SearchTarget(uri=uri, collection=collection, index=None)
+
+
+async def _ask(client: Client, queries: list[str]) -> dict[str, Any]:
+    out = {}
+    for q in queries:
+        result = await client.call_tool("lookup_knowledge", {"query": q})
+        assert not result.is_error, result.content
+        out[q] = result.structured_content
+    return out
+
+
+def test_over_stdio_the_payloads_are_the_in_process_tools(kb: dict[str, Any]) -> None:
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"])
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(ROOT), env=env())
+
+    async def main() -> dict[str, Any]:
+        async with Client(params) as client:
+            return await _ask(client, QUERIES)
+
+    got = anyio.run(main)
+    assert got == kb["expected"]
+    assert all(p["evidence"] for p in got.values())
+
+
+@pytest.fixture
+def http_service(kb: dict[str, Any]) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"], "--transport", "http", "--port", str(port),
+                      "--concurrency", "4")  # fmt: skip
+    process = subprocess.Popen(argv, cwd=ROOT, env=env(), stderr=subprocess.PIPE)
+    try:
+        wait_healthy(port, process)
+        yield process, port
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_over_http_eight_clients_at_once_get_their_own_payloads_and_sigterm_ends_it(
+    kb: dict[str, Any], http_service: tuple[subprocess.Popen[bytes], int]
+) -> None:
+    process, port = http_service
+    url = f"http://127.0.0.1:{port}/mcp"
+    got: dict[int, dict[str, Any]] = {}
+
+    async def client(i: int) -> None:
+        mine = QUERIES[i:] + QUERIES[:i]  # each client asks in its own order
+        async with Client(url) as c:
+            got[i] = await _ask(c, mine * 2)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(client, i)
+
+    anyio.run(main)
+    assert set(got) == set(range(8))
+    assert all(answers == kb["expected"] for answers in got.values())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+
+
+def test_a_collection_that_is_not_there_is_refused_with_exit_2_and_one_line(kb: dict[str, Any]) -> None:
+    argv = serve_argv(kb["properties"], kb["uri"], "no_such_collection")
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no_such_collection" in lines[0], done.stderr
+
+
+def test_a_field_map_that_does_not_fit_the_collection_is_refused(kb: dict[str, Any]) -> None:
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"], "--field", "id=vector_id", "--field",
+                      "vector=vector", "--field", "text=no_such_field")  # fmt: skip
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2, done.stderr
+    assert "milvus.fields.text" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_port_in_use_is_refused_with_exit_2(kb: dict[str, Any], http_service: Any) -> None:
+    _, port = http_service
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"], "--transport", "http", "--port", str(port))
+    done = subprocess.run(argv, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "serve.port" in done.stderr, done.stderr
+
+
+def test_over_stdio_sigterm_ends_it_with_exit_0(kb: dict[str, Any]) -> None:
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"])
+    process = subprocess.Popen(argv, cwd=ROOT, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    try:  # up when it answers the handshake (the MCP SDK's client would take the Lite file's only opening)
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write((json.dumps(hello) + "\n").encode())
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_spans_of_the_served_tool_are_a_query_log_the_run_can_replay(kb: dict[str, Any], tmp_path: Path) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    traces = tmp_path / "traces.jsonl"
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"], "--trace-file", str(traces))
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(ROOT), env=env())
+    asked = [*QUERIES[:3], QUERIES[0]]
+
+    async def main() -> None:
+        async with Client(params) as client:
+            await _ask(client, asked)
+
+    anyio.run(main)  # the client closes stdin: the server ends and flushes its spans
+    traffic = read_traffic(TrafficSpec(path=traces, format="otlp"))
+    assert {q.text: q.count for q in traffic.queries} == {QUERIES[0]: 2, QUERIES[1]: 1, QUERIES[2]: 1}
+    spans = [s for line in traces.read_text().splitlines() for r in json.loads(line)["resourceSpans"]
+             for scope in r["scopeSpans"] for s in scope["spans"]]  # fmt: skip
+    assert sorted({s["name"] for s in spans}) == ["knowledge_search", "lookup_knowledge"]
+    assert not any(a["key"] == "output.value" for s in spans for a in s["attributes"])  # no payload in the spans
+
+
+def test_an_embedder_that_does_not_fit_the_collection_is_refused_at_startup(kb: dict[str, Any]) -> None:
+    argv = serve_argv(kb["properties"], kb["uri"], kb["collection"])
+    argv[argv.index("tests.integration.serve_kit:encode")] = "tests.integration.serve_kit:shipped_encode"  # 384-d
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "startup lookup failed" in lines[0] and "dimension" in lines[0], done.stderr
