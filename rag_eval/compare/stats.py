@@ -1,8 +1,8 @@
 """Paired statistics: a randomisation test, a bootstrap interval, power, Holm (scipy their oracle).
 
 Both configs were measured on the same units (a query, or a (query, document) pair), so every procedure here
-is paired: a randomisation test of the metric's own difference (exact for few units, else
-:mod:`rag_eval.compare.resampling`), Student's t interval for a mean and a bootstrap for any other kind
+is paired: an exact randomisation test of the metric's own difference for few units, Student's t interval
+for a mean and a bootstrap for any other kind
 (:mod:`rag_eval.compare.bootstrap`), and the minimum detectable difference at a given power. Units are passed
 as index arrays, so one code path serves every kind of metric (a rate or a percentile resamples whole units
 too). Which test and why: docs/deciding.md, "Which test, and why".

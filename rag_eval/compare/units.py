@@ -1,17 +1,17 @@
-"""A comparison's units and their values, and the randomisation tests of all its metrics at once.
+"""A comparison's units and their values.
 
 The units of one comparison (baseline config against candidate config) are the queries both sides
 answered, or the (query, document) pairs both sides have, in id order, so that the same data in any
 row order gives the same units. A metric's units are those where both of its values are defined; its
-``positions`` say where they sit among all the comparison's units of that kind, so that one flip
-matrix per kind (:mod:`rag_eval.compare.resampling`) serves every metric: a metric's p-value depends
-on its own values and the comparison's seed, not on which other metrics are compared.
+``positions`` say where they sit among all the comparison's units of that kind, so that one stream of
+bootstrap resamples per kind serves every metric: a metric's interval and p-value depend on its own
+values and the comparison's seed, not on which other metrics are compared.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,11 +19,9 @@ import numpy as np
 import pandas as pd
 
 from rag_eval.compare.catalog import Metric
-from rag_eval.compare.resampling import FlipTest, flip_p_values
-from rag_eval.compare.stats import MIN_TESTED_UNITS, Alternative, Settings, exact_test
 from rag_eval.metrics.registry import Per
 
-__all__ = ["UnitFrames", "Units", "columns", "monte_carlo", "p_values", "unit_frames", "unit_values"]
+__all__ = ["UnitFrames", "Units", "columns", "unit_frames", "unit_values"]
 
 PValues = dict[str, tuple[float | None, float | None]]
 
@@ -111,38 +109,3 @@ def unit_values(metric: Metric, frames: UnitFrames) -> Units:
         baseline=b[defined].reshape(shape), candidate=c[defined].reshape(shape),
         positions=positions,
     )  # fmt: skip
-
-
-def monte_carlo(metric: Metric, units: Units, settings: Settings) -> bool:
-    """Whether ``metric``'s p-value is drawn from random flips: tested, on enough units to test and too
-    many to enumerate every flip, and not identical on every unit (nothing to test)."""
-    n = len(units.baseline)
-    return (
-        metric.tested and n >= MIN_TESTED_UNITS and not exact_test(n, settings)
-        and not np.array_equal(units.baseline, units.candidate, equal_nan=True)
-    )  # fmt: skip
-
-
-def p_values(
-    tested: Mapping[str, tuple[Metric, Units, Alternative]],
-    frames: UnitFrames,
-    *,
-    resamples: int,
-    stream: Callable[[Per], np.random.Generator],
-) -> PValues:
-    """(p-value, Monte Carlo error) of every metric of one comparison in ``tested``, with ``resamples``
-    random flips per unit kind drawn from ``stream(kind)``."""
-    out: PValues = {}
-    kinds: tuple[Per, ...] = ("query", "pair")
-    for per in kinds:
-        names = [n for n, (m, _, _) in tested.items() if m.unit == per]
-        if not names:
-            continue
-        tests = [
-            FlipTest(kind=m.kind, baseline=u.baseline, candidate=u.candidate, positions=u.positions,
-                     alternative=alt, percentile=m.percentile)
-            for m, u, alt in (tested[n] for n in names)
-        ]  # fmt: skip
-        drawn = flip_p_values(tests, units=frames.width(per), resamples=resamples, rng=stream(per))
-        out.update(zip(names, drawn, strict=True))
-    return out

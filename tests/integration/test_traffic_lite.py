@@ -73,9 +73,10 @@ def test_a_log_beside_the_labelled_queries_leaves_their_measures_as_they_were(ru
 
 
 def _metrics(result: Any) -> dict[tuple[str, str], tuple[Any, ...]]:
-    """Each comparison's metrics: (candidate, metric) -> (n, delta, interval)."""
+    """Each comparison's metrics: (candidate, metric) -> (n, baseline, candidate, delta). The interval and
+    p-value are drawn with as many resamples as the comparison's family needs (a log's measures join it)."""
     return {
-        (c["candidate"], m["metric"]): (m["n"], m["delta"], m["ci_low"], m["ci_high"])
+        (c["candidate"], m["metric"]): (m["n"], m["baseline"], m["candidate"], m["delta"])
         for c in result.comparison.document["comparisons"]
         for m in c["metrics"]
     }

@@ -19,10 +19,7 @@ COVERED_BY: dict[str, str] = {
     "compare/history.py": "tests/unit/compare/test_compare_runs.py::test_history_appends_and_reads_a_trend",
     "compare/loadtest_gates.py": "tests/unit/compare/test_load_gates.py::test_a_and_a_rounds_fire_at_most_alpha",
     "compare/orderstats.py": (
-        "tests/unit/compare/test_stats_vectorised.py::test_the_windowed_null_is_the_full_sorts_resample_by_resample"
-    ),
-    "compare/resampling.py": (
-        "tests/unit/compare/test_stats_vectorised.py::test_the_batched_p_value_is_scipys_for_the_same_flips"
+        "tests/unit/compare/test_stats_vectorised.py::test_the_percentile_of_sorted_rows_is_numpys"
     ),
     "compare/runs.py": (
         "tests/unit/compare/test_compare_runs.py::test_accept_keeps_a_copy_and_replaces_the_previous_one"

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from rag_eval.compare.catalog import Metric
-from rag_eval.compare.stats import Settings
-from rag_eval.compare.units import Units, columns, monte_carlo, p_values, unit_frames, unit_values
+from rag_eval.compare.units import Units, columns, unit_frames, unit_values
 
 BASE = {
     "query": pd.DataFrame(
@@ -103,37 +102,3 @@ def test_a_metrics_values_on_the_units_both_sides_define_and_their_positions() -
 
 def units(baseline: list[float], candidate: list[float]) -> Units:
     return Units(baseline=np.array(baseline), candidate=np.array(candidate), positions=np.arange(len(baseline)))
-
-
-def test_a_p_value_is_drawn_at_random_only_when_there_are_too_many_flips_to_enumerate() -> None:
-    settings = Settings(permutations=4)  # 2**2 = 4 flips are enumerated, 2**3 = 8 are not
-    assert monte_carlo(mean("v"), units([1, 2, 3], [1, 2, 4]), settings)
-    assert not monte_carlo(mean("v"), units([1, 2], [1, 3]), settings)  # exact
-    assert not monte_carlo(mean("v"), units([1], [2]), settings)  # too few to test
-    assert not monte_carlo(mean("v"), units([1, 2, 3], [1, 2, 3]), settings)  # identical: nothing to test
-    assert not monte_carlo(mean("v"), units([1, np.nan, 3], [1, np.nan, 3]), settings)
-    worst = Metric(name="m", label="m", group="chunk", higher_is_better=True, kind="max", column="v")
-    assert not monte_carlo(worst, units([1, 2, 3], [1, 2, 4]), settings)  # a kind with no test
-
-
-def test_a_metrics_p_value_depends_on_its_own_values_and_the_seed_not_on_the_other_metrics() -> None:
-    n = 12
-    base = {"query": pd.DataFrame({"config": "a", "query_id": [f"q{i:02d}" for i in range(n)],
-                                   "up": np.arange(n, dtype=float), "noise": np.arange(n, dtype=float) % 3}),
-            "pair": pd.DataFrame({"config": [], "query_id": [], "doc_id": []})}  # fmt: skip
-    cand = {"query": base["query"].assign(config="b", up=lambda f: f["up"] + 1, noise=lambda f: (f["noise"] * 7) % 5),
-            "pair": base["pair"].assign(config=[])}  # fmt: skip
-    frames = unit_frames(base, cand, "a", "b", list(base["query"]["query_id"]))
-    up, noise = mean("up"), mean("noise")
-    tested = {"up": (up, unit_values(up, frames), "greater"), "noise": (noise, unit_values(noise, frames), "two-sided")}
-
-    def stream(per: str) -> np.random.Generator:
-        return np.random.default_rng(7)
-
-    both = p_values(tested, frames, resamples=999, stream=stream)
-    alone = p_values({"up": tested["up"]}, frames, resamples=999, stream=stream)
-    assert set(both) == {"up", "noise"} and both["up"] == alone["up"]
-    p_up, error_up = both["up"]
-    # every unit is one better: only the flip of no unit (chance 2**-12) is as extreme, so p is about 1 / 1000
-    assert p_up is not None and error_up is not None and p_up < 0.01 and error_up < 0.01
-    assert p_values({}, frames, resamples=999, stream=stream) == {}
