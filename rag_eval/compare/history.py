@@ -171,9 +171,10 @@ def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED, force: bool = Fa
     replacing the previous baseline in one rename. Returns the folder. A run whose own verdict failed a gate
     is refused, naming the gates, unless ``force``: accepting it would make the regression the baseline."""
     run = ComparedRun.from_dir(run_dir)
+    target = accepted_dir(root, run.experiment)
     if not force:
         _refuse_failed(Path(run_dir))
-    target = accepted_dir(root, run.experiment)
+        _refuse_other_experiment(run, target)
     source = Path(run_dir).resolve()
     if target.resolve() == source:
         return target
@@ -227,6 +228,20 @@ def _refuse_failed(run_dir: Path) -> None:
         "--force to accept it anyway",
         path=str(run_dir),
     )
+
+
+def _refuse_other_experiment(run: ComparedRun, target: Path) -> None:
+    """Refuse to replace the accepted baseline of another experiment whose name makes the same folder name
+    (``kb-nightly`` and ``kb-nightly_``; ``KB`` and ``kb`` on a case-insensitive disk): its nights would pair
+    with this run."""
+    info = accepted_info(target)
+    theirs = info.get("experiment") if info is not None else None
+    if theirs is not None and theirs != run.experiment:
+        raise RunDirectoryError(
+            f"holds the accepted baseline of another experiment, {quoted(str(theirs))}, not {quoted(run.experiment)} "
+            "(their names make the same folder name): rename one of the experiments, or give --force to replace it",
+            path=str(target),
+        )
 
 
 def accepted_info(directory: str | Path) -> Mapping[str, Any] | None:

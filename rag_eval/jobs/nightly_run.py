@@ -47,16 +47,20 @@ def nightly(
     gates: GateSet | None = None,
     how: Execution | None = None,
     when: dt.datetime | None = None,
+    other_experiment: bool = False,
 ) -> NightResult:
     """One night: run ``exp`` into ``ROOT/<UTC date>/``, pair it with the accepted baseline (the first
-    night accepts itself and says so), apply the gates, append to the history."""
+    night accepts itself and says so), apply the gates, append to the history. An accepted baseline of
+    another experiment (another name under the same folder, another production cap) is refused before the
+    first query unless ``other_experiment``."""
     places = places or NightFolders()
     check_history(places.history)  # a night that could not be recorded is refused before its first query
     out = folders.night_dir(places.root, when)
     accepted = accepted_dir(places.accepted_root, exp.name)
     first = not is_accepted(accepted)
     judged = Judging(
-        gates=gates, against=None if first else accepted, against_self=first, notes=night_notes(accepted, first=first)
+        gates=gates, against=None if first else accepted, against_self=first, notes=night_notes(accepted, first=first),
+        other_experiment=other_experiment,
     )
     result = run_experiment(exp, out, how, judged)
     if first:
