@@ -6,7 +6,8 @@ and within a process its clients share one Lite server, counted here and release
 last of them closes. A connection that only reads (``read_only``: a collection built elsewhere, ``inspect``)
 never gives milvus-lite the user's database, which it would write into (an index file on load, its log):
 it serves a private copy (:func:`~rag_eval.search.milvus.lite.private_copy`), made when the first such
-connection opens and removed when the last closes. A Lite path that names anything but a new path, an empty
+connection opens and removed when the last closes (a database this process already serves, built here, is
+read through that server). A Lite path that names anything but a new path, an empty
 directory or a Lite database is refused before milvus-lite is given it (:mod:`~rag_eval.search.milvus.lite`).
 Connecting gets the target's ``timeout`` in all, retries with backoff included; each data call gets
 ``call_timeout`` unless the caller gives it a budget of its own.
@@ -95,10 +96,13 @@ class Connection:
         path = lite_path(self.uri)
         if why := lite_path_problem(self.uri):
             raise LitePathError(why, path=str(path))
-        key = f"{path} (read only)" if self.read_only else str(path)
+        # a database this process already serves (built in this process: a writer's client is open) is read
+        # through that server: a copy would miss what it holds in memory, and its lock is this process's
+        read_only = self.read_only and str(path) not in getattr(manager, "_servers", {})
+        key = f"{path} (read only)" if read_only else str(path)
         with _LITE_LOCK:
-            served = _LITE_SERVED.get(key) or (self._copy(path) if self.read_only else path)
-            if not self.read_only:
+            served = _LITE_SERVED.get(key) or (self._copy(path) if read_only else path)
+            if not read_only:
                 path.parent.mkdir(parents=True, exist_ok=True)
             with _captured("milvus_lite.server_manager") as capture:
                 local = manager.start_and_get_uri(str(served))
