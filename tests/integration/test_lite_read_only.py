@@ -60,3 +60,30 @@ def test_the_copy_is_shared_by_the_readers_of_a_process_and_removed_with_the_las
             assert one.info.rows == two.info.rows > 0
         assert private_copies() - copies == made
     assert private_copies() == copies and hashes(db) == before
+
+
+def test_a_database_another_process_holds_is_not_copied_half_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The copy is made under a shared lock on the database's LOCK: while another process has it open (and may
+    be writing it), a reader is refused with exit 3, as opening it in place was."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "theirs.db"
+    example_collection(str(db), "kb_chunks")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from pymilvus import MilvusClient; "
+         f"c = MilvusClient({str(db)!r}); c.list_collections(); print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        copies = private_copies()
+        assert main(["inspect", str(db), "--collection", "kb_chunks", "-q"]) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "only one process at a time" in err[0], err
+        assert private_copies() == copies
+    finally:
+        holder.kill()
+        holder.wait()

@@ -152,9 +152,10 @@ def describe_any(conn: Connection, name: str) -> CollectionInfo:
 
 
 def _rows(conn: Connection, name: str, state: str | None) -> int:
-    """Rows a query counts when the collection is loaded; else what the collection's statistics say."""
+    """Rows a query counts when the collection is loaded (Strong consistency: rows another client wrote a moment
+    ago included, so a run's fingerprint taken again at its end sees them); else what its statistics say."""
     if state == "Loaded":
-        return count(conn, name, consistency=None)
+        return count(conn, name)
     stats = conn.call("collection statistics", conn.client.get_collection_stats, name, collection=name)
     return int(stats.get("row_count", 0))
 
