@@ -59,7 +59,10 @@ def nightly(
     accepted = accepted_dir(places.accepted_root, exp.name)
     first = not is_accepted(accepted)
     judged = Judging(
-        gates=gates, against=None if first else accepted, against_self=first, notes=night_notes(accepted, first=first),
+        gates=gates,
+        against=None if first else accepted,
+        against_self=first,
+        notes=night_notes(accepted, first=first),
         other_experiment=other_experiment,
     )
     result = run_experiment(exp, out, how, judged)
