@@ -119,7 +119,7 @@ def _cmd_embed(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from rag_eval import jobs
+    from rag_eval import cli_flags, jobs
     from rag_eval.reports.console import describe_run, print_run
 
     cluster = _cluster(args)
@@ -135,7 +135,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             result = jobs.run_experiment(
                 exp, out,
                 jobs.Execution(progress=progress, cluster=cluster, resume=args.resume, force_out=args.force_out),
-                jobs.Judging(gates=gates, against=args.against, intersection=args.intersection),
+                jobs.Judging(gates=gates, **cli_flags.pairing(args)),
             )  # fmt: skip
     except KeyboardInterrupt:
         raise Interrupted(_resume_advice(out, given=bool(args.out))) from None
@@ -172,12 +172,12 @@ def _cluster(args: argparse.Namespace) -> Any:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from rag_eval import jobs
+    from rag_eval import cli_flags, jobs
     from rag_eval.compare.gates import load_gates
     from rag_eval.reports.console import print_compared, print_gates
 
     gates = load_gates(args.gates) if args.gates is not None else None  # named before the runs are read
-    judged = jobs.Judging(gates=gates, against=args.against, intersection=args.intersection)
+    judged = jobs.Judging(gates=gates, **cli_flags.pairing(args))
     how = jobs.Execution(force_out=args.force_out, cluster=_cluster(args))
     comparison = jobs.compare_runs(args.run_dir, judged, out=args.out, how=how)
     print_gates(comparison.document)
@@ -216,10 +216,9 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
     exp = _experiment(args)
     progress = _progress(args)
     with progress.running():
-        night = jobs.nightly(
-            exp, jobs.NightFolders(root=args.root, accepted_root=args.accepted_dir, history=args.history),
-            gates=_gates(args), how=jobs.Execution(progress=progress, cluster=cluster),
-        )  # fmt: skip
+        places = jobs.NightFolders(root=args.root, accepted_root=args.accepted_dir, history=args.history)
+        night = jobs.nightly(exp, places, gates=_gates(args), how=jobs.Execution(progress=progress, cluster=cluster),
+                             other_experiment=args.other_experiment)  # fmt: skip
     if night.run.comparison is not None:
         print_gates(night.run.comparison.document)
     print_night(first=night.first, night=night.dir, accepted=night.accepted, history=args.history)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from rag_eval.rundir import folders
 
@@ -73,6 +74,19 @@ def gate_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--intersection", action="store_true", help="pair runs over different data or queries on what they share"
     )
+    other_experiment_flag(p)
+
+
+def pairing(args: argparse.Namespace) -> dict[str, Any]:
+    """The values of :func:`gate_flags` and ``--against`` a comparison is judged by (``jobs.Judging``'s)."""
+    return {"against": args.against, "intersection": args.intersection, "other_experiment": args.other_experiment}
+
+
+def other_experiment_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--other-experiment", action="store_true",
+        help="pair with a run of another experiment (another name or production cap; refused without it)",
+    )  # fmt: skip
 
 
 def _accepted_flag(p: argparse.ArgumentParser) -> None:
@@ -138,7 +152,10 @@ def compare_flags(p: argparse.ArgumentParser) -> None:
 def accept_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
     _accepted_flag(p)
-    p.add_argument("--force", action="store_true", help="accept a run whose gates failed (refused without it)")
+    p.add_argument(
+        "--force", action="store_true",
+        help="accept a run whose gates failed, or in place of another experiment's baseline (refused without it)",
+    )  # fmt: skip
 
 
 def history_flags(p: argparse.ArgumentParser) -> None:
@@ -157,6 +174,7 @@ def nightly_flags(p: argparse.ArgumentParser) -> None:
         help="nights go to ROOT/<experiment>/<UTC date>/, the latest named in ROOT/<experiment>/LATEST",
     )  # fmt: skip
     _accepted_flag(p)
+    other_experiment_flag(p)
     _history_flag(p)
 
 

@@ -141,7 +141,9 @@ def compare(
 ) -> Comparison:
     """Compare ``run`` within itself (``against`` None) or with ``against``; evaluate ``gates``. Each
     comparison (a candidate against its baseline) is a task run through ``tasks`` (here, one after
-    another, by default; on Dask workers when given their map): the document is the same either way."""
+    another, by default; on Dask workers when given their map): the document is the same either way.
+    Whether ``against`` is a run of the same experiment is its callers' to check, as they read it
+    (:func:`~rag_eval.compare.runs.check_same_experiment`)."""
     plan = _plan(run, against, gates, intersection=intersection, notes=notes)
     results = _measure(plan, tasks)
     decided = _decide(plan, results, tasks)

@@ -22,7 +22,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,15 +102,38 @@ def check_history(path: str | Path) -> None:
 
 
 def append_history(run: ComparedRun, *, exit_code: int | None, path: str | Path = HISTORY) -> pd.DataFrame:
-    """Append ``run``'s rows to the history file (written atomically); returns the new rows."""
+    """Append ``run``'s rows to the history file; returns the new rows. The new file is written beside the old
+    one and renamed over it, so a process killed at any moment (``kill -9``) leaves the history readable,
+    with the night in it or not; appends wait for each other (:func:`held`), so two at once both land, and
+    the temporary file a killed append left is removed by the next."""
     rows = history_rows(run, exit_code=exit_code)
-    old = read_history(path)
-    both = rows if old.empty else pd.concat([old, rows], ignore_index=True)
+    p = Path(path)
     try:
-        write_parquet(Path(path), pa.Table.from_pandas(both, preserve_index=False))
+        with held(p.parent):
+            for stale in p.parent.glob(f".{p.name}.*.tmp"):  # a killed append's; none is being written now
+                stale.unlink(missing_ok=True)
+            old = read_history(p)
+            both = rows if old.empty else pd.concat([old, rows], ignore_index=True)
+            write_parquet(p, pa.Table.from_pandas(both, preserve_index=False))
     except OSError as exc:
         raise RunStoreError(f"cannot write the history: {exc.strerror}", path=str(path)) from exc
     return rows
+
+
+@contextmanager
+def held(directory: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``directory`` (made when missing), waited for, for the block: what two
+    ``accept`` or two history appends at once take turns on (no lock file is left beside them). The lock
+    goes with its holder, killed or not."""
+    import fcntl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def trend(
@@ -171,12 +195,21 @@ def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED, force: bool = Fa
     replacing the previous baseline in one rename. Returns the folder. A run whose own verdict failed a gate
     is refused, naming the gates, unless ``force``: accepting it would make the regression the baseline."""
     run = ComparedRun.from_dir(run_dir)
+    target = accepted_dir(root, run.experiment)
     if not force:
         _refuse_failed(Path(run_dir))
-    target = accepted_dir(root, run.experiment)
     source = Path(run_dir).resolve()
     if target.resolve() == source:
         return target
+    with held(target.parent):  # two accepts at once take turns: the later one stays
+        if not force:
+            _refuse_other_experiment(run, target)
+        _replace_accepted(run, source, target)
+    return target
+
+
+def _replace_accepted(run: ComparedRun, source: Path, target: Path) -> None:
+    """The accepted baseline ``target`` replaced by a copy of the run at ``source``, in one rename."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
@@ -209,7 +242,6 @@ def accept(run_dir: str | Path, *, root: str | Path = ACCEPTED, force: bool = Fa
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise RunStoreError(f"cannot write the accepted baseline: {exc.strerror}", path=str(target)) from exc
-    return target
 
 
 def _refuse_failed(run_dir: Path) -> None:
@@ -227,6 +259,20 @@ def _refuse_failed(run_dir: Path) -> None:
         "--force to accept it anyway",
         path=str(run_dir),
     )
+
+
+def _refuse_other_experiment(run: ComparedRun, target: Path) -> None:
+    """Refuse to replace the accepted baseline of another experiment whose name makes the same folder name
+    (``kb-nightly`` and ``kb-nightly_``; ``KB`` and ``kb`` on a case-insensitive disk): its nights would pair
+    with this run."""
+    info = accepted_info(target)
+    theirs = info.get("experiment") if info is not None else None
+    if theirs is not None and theirs != run.experiment:
+        raise RunDirectoryError(
+            f"holds the accepted baseline of another experiment, {quoted(str(theirs))}, not {quoted(run.experiment)} "
+            "(their names make the same folder name): rename one of the experiments, or give --force to replace it",
+            path=str(target),
+        )
 
 
 def accepted_info(directory: str | Path) -> Mapping[str, Any] | None:

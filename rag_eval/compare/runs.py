@@ -132,6 +132,10 @@ class ComparedRun:
             "labels": (ds.get("label_level"), exp.get("min_overlap_chars")),
         }
 
+    def experiment_identity(self) -> dict[str, Any]:
+        """What makes an earlier run a baseline of this run's experiment (see :func:`experiment_identity`)."""
+        return experiment_identity(self.experiment, self.configs)
+
     def setting_identity(self) -> dict[str, Any]:
         """What may differ between paired runs, but a reader should be told about."""
         mv = self.manifest.get("milvus", {})
@@ -186,6 +190,49 @@ def check_pairable(identity: Mapping[str, Any], earlier: ComparedRun) -> None:
             "(rag-eval accept) or give --intersection",
             path=earlier.label,
         )
+
+
+OTHER_EXPERIMENT = "paired with a run of another experiment"  # how a comparison's note says so
+
+
+def experiment_identity(name: str, configs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The experiment's name and its production cap: the one cap its legacy configs are checked against (the
+    manifest's ``cap`` of every config whose cap is not its own; None without a legacy config).
+
+    >>> experiment_identity("kb", [{"cap": 2, "cap_source": "config"}, {"cap": 3, "cap_source": "experiment"}])
+    {'experiment': 'kb', 'production cap': 3}
+    """
+    caps = sorted({c.get("cap") for c in configs if c.get("cap_source") not in (None, "config")}, key=str)
+    return {"experiment": name, "production cap": caps[0] if len(caps) == 1 else (caps or None)}
+
+
+def check_same_experiment(identity: Mapping[str, Any], earlier: ComparedRun, *, force: bool = False) -> list[str]:
+    """Refuse to pair a run of the experiment ``identity`` names with ``earlier``, a run of another experiment
+    (another name, or another production cap: its cap gates would then judge the run against another cap),
+    unless ``force``; forced, the notes that say so. A production cap that one side does not have (no legacy
+    config) is not a difference.
+
+    >>> import pandas as pd
+    >>> old = ComparedRun(dir=None, table=pd.DataFrame(), summary={"experiment": "a"},
+    ...                   manifest={"configs": [{"cap": 3, "cap_source": "experiment.production_cap"}]})
+    >>> check_same_experiment({"experiment": "a", "production cap": 3}, old)
+    []
+    >>> check_same_experiment({"experiment": "b", "production cap": 2}, old, force=True)
+    ["paired with a run of another experiment: experiment: 'b' vs 'a'; production cap: 2 vs 3"]
+    """
+    theirs = earlier.experiment_identity()
+    diff = [f"{key}: {identity[key]!r} vs {theirs[key]!r}" for key in identity
+            if identity[key] != theirs[key] and None not in (identity[key], theirs[key])]  # fmt: skip
+    if not diff:
+        return []
+    if force:
+        return [f"{OTHER_EXPERIMENT}: {'; '.join(diff)}"]
+    raise RunDirectoryError(
+        f"is a run of another experiment ({'; '.join(diff)}): its gates would judge this run against another "
+        "experiment's figures (a cap gate against another cap); compare with a run of this experiment, or give "
+        "--other-experiment to pair anyway",
+        path=earlier.label,
+    )
 
 
 def differences(run: ComparedRun, against: ComparedRun) -> tuple[list[str], list[str]]:

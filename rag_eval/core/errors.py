@@ -239,6 +239,16 @@ class CollectionNotLoadedError(InfrastructureError):
         super().__init__(message)
 
 
+class CollectionChangedError(InfrastructureError):
+    """The collection a run searched changed while it ran (rows inserted or deleted): its rows measure no one
+    state of it, so nothing is published."""
+
+    def __init__(self, message: str, *, collection: str, uri: str | None = None) -> None:
+        self.collection = collection
+        self.uri = uri
+        super().__init__(message)
+
+
 class RunStoreError(InfrastructureError):
     def __init__(self, message: str, *, path: str) -> None:
         self.path = path

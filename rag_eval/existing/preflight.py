@@ -142,6 +142,13 @@ def fingerprint(info: CollectionInfo, rows: Sequence[StoredRow]) -> str:
     return digest.hexdigest()[:16]
 
 
+def fingerprint_now(exp: Experiment, dataset: Dataset, existing: Existing) -> str:
+    """The collection's :func:`fingerprint` taken again, as :func:`resolve_existing` took it: what the end of a
+    replay compares with the one it started with (rows inserted or deleted meanwhile change it)."""
+    with open_existing(exp, load=existing.load) as coll:
+        return fingerprint(coll.info, read_rows(coll, existing.fields, existing.spec, dataset))
+
+
 def read_rows(coll: ForeignCollection, fields: FieldMap, spec: CollectionSpec, dataset: Dataset) -> list[StoredRow]:
     """Every row of a labelled document, and every row without a doc id, once each."""
     seen: dict[str, StoredRow] = {}

@@ -18,7 +18,7 @@ from rag_eval.cluster.settings import Cluster
 from rag_eval.compare.comparison import Comparison, compare
 from rag_eval.compare.gates import GateSet, manifest_gates
 from rag_eval.compare.history import against_notes
-from rag_eval.compare.runs import ComparedRun
+from rag_eval.compare.runs import ComparedRun, check_same_experiment
 from rag_eval.compare.tasks import TaskMap, in_process
 from rag_eval.replay.step import Execution
 from rag_eval.reports.artifacts import comparison_files, comparison_names
@@ -39,6 +39,7 @@ class Judging:
     against_self: bool = False
     intersection: bool = False
     notes: Sequence[str] = ()
+    other_experiment: bool = False  # pair with a run of another experiment (refused otherwise)
 
 
 def compare_runs(
@@ -63,7 +64,9 @@ def compare_runs(
         earlier = ComparedRun.from_dir(against) if against is not None else None
         gate_set = given if given is not None else manifest_gates(run.manifest)
         with comparison_tasks(how.cluster) as tasks:
-            notes = (*judged.notes, *against_notes(against))
+            mixed = [] if earlier is None else check_same_experiment(
+                run.experiment_identity(), earlier, force=judged.other_experiment)  # fmt: skip
+            notes = (*mixed, *judged.notes, *against_notes(against))
             comparison = compare(run, earlier, gate_set, intersection=intersection, notes=notes, tasks=tasks)
         write_set(target.dir, comparison_files(comparison.document, suffix), what="the comparison")
     return comparison

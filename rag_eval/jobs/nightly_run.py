@@ -47,17 +47,24 @@ def nightly(
     gates: GateSet | None = None,
     how: Execution | None = None,
     when: dt.datetime | None = None,
+    other_experiment: bool = False,
 ) -> NightResult:
     """One night: run ``exp`` into ``ROOT/<experiment>/<UTC date>/`` (its name written to
     ``ROOT/<experiment>/LATEST``), pair it with the accepted baseline (the first night accepts itself and says
-    so), apply the gates, append to the history."""
+    so), apply the gates, append to the history. An accepted baseline of another experiment (another name
+    under the same folder, another production cap) is refused before the first query unless
+    ``other_experiment``."""
     places = places or NightFolders()
     check_history(places.history)  # a night that could not be recorded is refused before its first query
     accepted = accepted_dir(places.accepted_root, exp.name)
     out = folders.night_dir(Path(places.root) / accepted.name, when)  # nights numbered per experiment
     first = not is_accepted(accepted)
     judged = Judging(
-        gates=gates, against=None if first else accepted, against_self=first, notes=night_notes(accepted, first=first)
+        gates=gates,
+        against=None if first else accepted,
+        against_self=first,
+        notes=night_notes(accepted, first=first),
+        other_experiment=other_experiment,
     )
     result = run_experiment(exp, out, how, judged)
     folders.mark_latest(out)  # a night that was run, whatever its gates said

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from rag_eval.compare.comparison import Comparison, compare
 from rag_eval.compare.gates import run_gates
-from rag_eval.compare.runs import ComparedRun, check_pairable
+from rag_eval.compare.runs import ComparedRun, check_pairable, check_same_experiment, experiment_identity
 from rag_eval.experiment import Experiment
 from rag_eval.files import json_safe
 from rag_eval.jobs.compare import Judging, comparison_tasks
@@ -53,7 +53,7 @@ def run_experiment(
     prog, cluster, resume, against = how.progress or Progress(quiet=True), how.cluster, how.resume, judged.against
     clock = provenance.Clock.start()
     gate_set = run_gates(judged.gates, exp)
-    earlier = _earlier_run(exp, against)
+    earlier, mixed = _earlier_run(exp, against, other_experiment=judged.other_experiment)
     store = _run_store(out, resume=resume, force_out=how.force_out)
     with store.locked():  # held until the last file is published; a second run into `out` is refused
         prep = prepare(exp)
@@ -71,7 +71,7 @@ def run_experiment(
         with comparison_tasks(cluster) as tasks:
             base = run if judged.against_self else earlier
             comparison = compare(
-                run, base, gate_set, intersection=judged.intersection, notes=judged.notes, tasks=tasks
+                run, base, gate_set, intersection=judged.intersection, notes=(*mixed, *judged.notes), tasks=tasks
             )
         publish(exp, prep, replayed, load, run, comparison)
     return RunResult(
@@ -85,11 +85,18 @@ def run_experiment(
     )
 
 
-def _earlier_run(exp: Experiment, against: str | Path | None) -> ComparedRun | None:
-    """The run ``against`` names, read before anything runs (and a load measurement refused on Lite)."""
+def _earlier_run(
+    exp: Experiment, against: str | Path | None, *, other_experiment: bool
+) -> tuple[ComparedRun | None, list[str]]:
+    """The run ``against`` names, read before anything runs and refused when it is a run of another experiment
+    unless ``other_experiment`` (then the notes that say so); a load measurement refused on Lite."""
     if exp.load is not None:
         refuse_lite(exp.target)  # before anything is written
-    return ComparedRun.from_dir(against) if against is not None else None
+    if against is None:
+        return None, []
+    earlier = ComparedRun.from_dir(against)
+    return earlier, check_same_experiment(experiment_identity(exp.name, config_rows(exp)), earlier,
+                                          force=other_experiment)  # fmt: skip
 
 
 def _run_store(out: str | Path, *, resume: bool, force_out: bool) -> RunStore:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_eval.cluster.settings import Cluster
+from rag_eval.core.errors import CollectionChangedError
 from rag_eval.core.transform import KnowledgeQueryTransformer
+from rag_eval.existing.preflight import fingerprint_now
 from rag_eval.experiment import Experiment
 from rag_eval.ingest.collection import IngestResult
 from rag_eval.replay import provenance
@@ -105,6 +107,7 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
         outcome = strategy.run(plan, port, store, progress)
         replay_seconds = time.perf_counter() - started
     store.check_parts()
+    check_unchanged(exp, prep, ingested, store)
     return Replayed(
         store=store,
         queries=len(queries),
@@ -115,6 +118,32 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
         replay_seconds=replay_seconds,
         execution=outcome.execution,
     )
+
+
+def check_unchanged(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunStore) -> None:
+    """Refuse a replay whose collection changed while it ran (rows inserted or deleted): a collection built
+    elsewhere by its fingerprint (row count, schema, every labelled row: taken again and compared with the one
+    its labels were resolved under), rag_eval's own by its row count (Strong consistency) against the
+    ingest's. Raised before anything is summarised or published (exit 3); the batches in ``.parts`` measured a
+    collection that changed under them, so ``store`` records that they are not to be resumed."""
+    target = ingested.target
+    if prep.existing is not None:
+        before, after = prep.existing.fingerprint, fingerprint_now(exp, prep.dataset, prep.existing)
+        what = "its fingerprint (row count, schema, labelled rows)"
+    else:
+        with MilvusStore(target) as milvus:
+            before, after = str(ingested.rows), str(milvus.count())
+        what = "its row count"
+    if before != after:
+        store.abandon(f"collection {ingested.collection!r} changed while it replayed it ({what}: {before} before, "
+                      f"{after} after)")  # fmt: skip
+        raise CollectionChangedError(
+            f"collection {ingested.collection!r} in Milvus at {target.redacted_uri} changed while the run replayed "
+            f"it ({what}: {before} before, {after} after): rows were inserted or deleted meanwhile, so its rows "
+            "measure no one state of it and nothing is published; run again once nothing writes to it",
+            collection=ingested.collection,
+            uri=target.redacted_uri,
+        )
 
 
 def _queries(exp: Experiment, prep: Prepared, progress: Progress) -> tuple[list[tuple[str, str]], list[str]]:

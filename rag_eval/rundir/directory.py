@@ -33,6 +33,7 @@ from rag_eval.rundir import parts
 from rag_eval.rundir.rows import SCHEMA, rows_to_table
 
 STATE_FILE = "state.json"
+ABANDONED = "not resumable"  # the key of STATE_FILE that says why a stopped run's batches are not resumed
 PARTS = ".parts"
 STAGING = ".staging"
 LOCK_FILE = ".lock"
@@ -170,6 +171,10 @@ class RunStore:
             if resume:
                 self.check_resumable()
                 state = json.loads(state_path.read_text(encoding="utf-8"))
+                if ABANDONED in state:
+                    raise ConfigError([ConfigProblem("--resume", f"{self.dir} holds a run that was stopped because "
+                                                     f"{state[ABANDONED]}: its batches are not resumed; drop --resume "
+                                                     "to start again")])  # fmt: skip
                 changed = [
                     f"{key} ({_short(state.get(key))} -> {_short(value)})"
                     for key, value in identity.items()
@@ -197,6 +202,16 @@ class RunStore:
             return set()
         except OSError as exc:
             raise RunStoreError(f"cannot prepare the run directory: {exc.strerror}", path=str(self.dir)) from exc
+
+    def abandon(self, reason: str) -> None:
+        """Record in ``.parts`` that the unfinished run there must not be resumed (``reason``: why, in words);
+        a new run into the directory starts over."""
+        state_path = self.parts_dir / STATE_FILE
+        try:
+            state = json.loads(state_path.read_text(encoding="utf-8"))
+            write_json(state_path, {**state, ABANDONED: reason})
+        except (OSError, ValueError) as exc:
+            raise RunStoreError(f"cannot record the stopped run: {exc}", path=str(self.dir)) from exc
 
     def finished_batches(self) -> set[int]:
         return set(parts.listed(self.parts_dir))

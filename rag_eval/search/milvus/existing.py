@@ -5,7 +5,8 @@ types, dynamic fields, indexes with their metric, row count, load state, partiti
 reads rows, a page at a time (``query_iterator``), mapped by a :class:`FieldMap` into the
 :class:`StoredRow` the label resolution locates. Every call here is a read: nothing is created, written,
 indexed, compacted, loaded or dropped (loading is :func:`rag_eval.search.milvus.collection.ensure_loaded`'s,
-asked for by the experiment's ``load = true``).
+asked for by the experiment's ``load = true``), and a Milvus Lite database is read from a private copy (Milvus
+Lite writes an index file into a database whose collection it loads): its files stay byte for byte.
 """
 
 from __future__ import annotations
@@ -151,9 +152,10 @@ def describe_any(conn: Connection, name: str) -> CollectionInfo:
 
 
 def _rows(conn: Connection, name: str, state: str | None) -> int:
-    """Rows a query counts when the collection is loaded; else what the collection's statistics say."""
+    """Rows a query counts when the collection is loaded (Strong consistency: rows another client wrote a moment
+    ago included, so a run's fingerprint taken again at its end sees them); else what its statistics say."""
     if state == "Loaded":
-        return count(conn, name, consistency=None)
+        return count(conn, name)
     stats = conn.call("collection statistics", conn.client.get_collection_stats, name, collection=name)
     return int(stats.get("row_count", 0))
 
@@ -297,7 +299,7 @@ class ForeignCollection:
     def __init__(self, target: SearchTarget, *, load: bool, describe_only: bool = False) -> None:
         self.target = target
         self.name = name = collection_of(target)
-        self._conn = Connection(target)
+        self._conn = Connection(target, read_only=True)
         try:
             info = describe_any(self._conn, name)
             if info.load_state != "Loaded" and not describe_only:
@@ -331,7 +333,7 @@ class ForeignCollection:
 def collections_at(target: SearchTarget) -> tuple[str, list[str]]:
     """What answers at the target's URI (``Milvus Lite 3.2.2``, ``Milvus server v2.3.5``) and the
     collections it holds, sorted: what ``rag-eval inspect URI`` shows without ``--collection``."""
-    conn = Connection(target)
+    conn = Connection(target, read_only=True)
     try:
         version = conn.call("get server version", conn.client.get_server_version, budget=conn.timeout)
         names = conn.call("list collections", conn.client.list_collections, budget=conn.timeout)

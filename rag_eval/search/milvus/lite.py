@@ -21,7 +21,11 @@ the path (:class:`~rag_eval.core.errors.LitePathError`, exit 2).
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -72,6 +76,49 @@ def read_only_problem(uri: str) -> str | None:
         return "is an empty directory, not a Milvus Lite database: it is read, never created (build the collection " \
             "first)"
     return lite_path_problem(uri)
+
+
+def private_copy(path: Path) -> Path:
+    """A copy of the Lite database ``path`` in a new temporary directory, for a reader to open: Milvus Lite
+    writes into whatever it opens (it builds an index file when a collection is loaded, replays and trims its
+    log), so a database that is only read is never given to it. The copy is made under a shared lock on the
+    database's ``LOCK`` (Milvus Lite holds it exclusively while a process has the database open), so it is
+    never a half-written state; a database another process holds raises :class:`BlockingIOError`. The
+    caller removes the copy's directory (``copy.parent``).
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()) / "m.db"
+    >>> _ = (d / "collections").mkdir(parents=True), (d / "LOCK").write_text(""), (d / "schema.json").write_text("{}")
+    >>> copy = private_copy(d)
+    >>> sorted(p.name for p in copy.iterdir()), copy.name, copy.parent != d.parent
+    (['collections', 'schema.json'], 'm.db', True)
+    >>> shutil.rmtree(copy.parent)
+    """
+    into = Path(tempfile.mkdtemp(prefix="rag-eval-lite-read-"))
+    try:
+        with _shared_lock(path / "LOCK"):
+            shutil.copytree(path, into / path.name, symlinks=True, ignore=shutil.ignore_patterns("LOCK"))
+    except BaseException:
+        shutil.rmtree(into, ignore_errors=True)
+        raise
+    return into / path.name
+
+
+@contextmanager
+def _shared_lock(path: Path) -> Iterator[None]:
+    """A shared ``flock`` on ``path``, opened read-only (its bytes untouched); none when there is no such file."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _directory_problem(path: Path) -> str | None:
