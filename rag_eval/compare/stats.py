@@ -82,6 +82,7 @@ class Paired:
     boot: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
     boot_log_ratio: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
     t_df: int | None = None  # a t interval (a mean of per-unit differences) with these degrees of freedom
+    normal: bool = False  # a normal interval of the bootstrap's standard error (many units), not its quantiles
 
 
 def aggregate(kind: Kind, values: np.ndarray, percentile: float = 50.0) -> Callable[[np.ndarray], np.ndarray]:
@@ -196,7 +197,7 @@ def with_interval(paired: Paired, box: Interval, *, kind: Kind, test: bool = Fal
     ``test``, the p-value of no change that interval gives (of the log ratio for a ratio kind, the statistic
     its verdict reads), with its Monte Carlo error."""
     low, high, se, dist = box.lows, box.highs, box.ses, box.distributions
-    plain = replace(paired, ci_low=low[0], ci_high=high[0], se=se[0], boot=np.sort(dist[0]))
+    plain = replace(paired, ci_low=low[0], ci_high=high[0], se=se[0], boot=np.sort(dist[0]), normal=box.normal)
     if test and box.nulls:
         tested = 1 if kind in RATIO_KINDS else 0
         p = p_value(box.nulls[tested], paired.alternative)
@@ -243,6 +244,15 @@ def bound(paired: Paired, *, level: float, upper: bool, log_ratio: bool = False)
     if paired.t_df is not None and not log_ratio:
         t = float(stdtrit(paired.t_df, level))
         return paired.delta + t * paired.se if upper else paired.delta - t * paired.se
+    if paired.normal:  # the normal interval's end at that level (bootstrap.NORMAL_MIN_UNITS)
+        if log_ratio:
+            if not (paired.ratio and paired.ratio > 0 and paired.se_log_ratio is not None):
+                return math.nan
+            center, se = math.log(paired.ratio), paired.se_log_ratio
+        else:
+            center, se = paired.delta, paired.se
+        z = float(ndtri(level))
+        return center + z * se if upper else center - z * se
     dist = paired.boot_log_ratio if log_ratio else paired.boot
     dist = dist[np.isfinite(dist)]
     if dist.size == 0:

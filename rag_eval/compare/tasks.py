@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from rag_eval.compare.bootstrap import BootTest, Interval, intervals
+from rag_eval.compare.bootstrap import NORMAL_RESAMPLES, BootTest, Interval, intervals
 from rag_eval.compare.catalog import Metric
 from rag_eval.compare.stats import Alternative, Paired, Pairing, Settings, bootstrapped, paired_compare, with_interval
 from rag_eval.compare.units import UnitFrames, Units
@@ -152,7 +152,8 @@ def _intervals(
         rng = np.random.default_rng(key)
         tests = [BootTest(kind=m.kind, baseline=u.baseline, candidate=u.candidate, percentile=m.percentile)
                  for m, u in members]  # fmt: skip
-        found = intervals(tests, resamples=resamples, confidence=confidence, rng=rng)
+        found = intervals(tests, resamples=resamples, confidence=confidence, rng=rng,
+                          normal_resamples=(NORMAL_RESAMPLES + 1) * 4**round_ - 1)  # a redraw's 4**round times
         out.update({m.name: box for (m, _), box in zip(members, found, strict=True)})
     return out
 

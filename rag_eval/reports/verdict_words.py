@@ -64,7 +64,7 @@ def rule_words(document: Mapping[str, Any]) -> str:
 
 
 def verdict_headline(comparison: Mapping[str, Any]) -> str:
-    """``CANDIDATE vs BASELINE: N regressions (...), N invariants hold, N undecided (...)``: the comparison's
+    """``CANDIDATE vs BASELINE: N regressions (...), N checks hold, N undecided (...)``: the comparison's
     gates counted by what they found, the changes that need a reviewer named."""
     metrics = {m["metric"]: m for m in comparison.get("metrics", [])}
     found: dict[str, list[str]] = {key: [] for key, _ in _HEADLINE}
@@ -91,9 +91,9 @@ def verdict_headline(comparison: Mapping[str, Any]) -> str:
 
 _HEADLINE = (
     ("regression", ("regression", "regressions")),
-    ("broken", ("invariant broken", "invariants broken")),
+    ("broken", ("check broken", "checks broken")),
     ("error", ("not measured", "not measured")),
-    ("holds", ("invariant holds", "invariants hold")),
+    ("holds", ("check holds", "checks hold")),
     ("undecided", ("undecided", "undecided")),
     ("within", ("within its allowance", "within their allowance")),
 )

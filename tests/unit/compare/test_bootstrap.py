@@ -115,6 +115,46 @@ def test_beyond_bca_units_the_percentile_interval_as_scipy_computes_it() -> None
     assert assert_same("latency", a, b, q=99.0, resamples=199) == "percentile"
 
 
+@pytest.mark.parametrize(("kind", "q"), [("rate", 50.0), ("latency", 95.0)])
+def test_from_normal_min_units_the_normal_interval_of_scipys_standard_error(kind: str, q: float) -> None:
+    # the same draws as scipy (capped at normal_resamples), the ends observed -/+ z * scipy's standard error,
+    # and the level at which an end sits at 0 the normal curve's share below 0 (scipy.stats.norm as the oracle)
+    n = bootstrap.NORMAL_MIN_UNITS
+    a, b = values(kind, n, np.random.default_rng(17))
+    if kind == "rate":  # a small change, so the p-value is neither 0 nor 1
+        b = a.copy()
+        b[: n // 40, 0] = np.minimum(b[: n // 40, 0] + 1, b[: n // 40, 1])
+    (box,) = intervals([BootTest(kind=kind, baseline=a, candidate=b, percentile=q)],  # type: ignore[arg-type]
+                       resamples=9_999, confidence=0.95, rng=np.random.default_rng(4),
+                       normal_resamples=199)  # fmt: skip
+    assert box.normal
+    _, _, ses, dist = scipy_interval(kind, a, b, q=q, resamples=199, seed=4, method="percentile")
+    np.testing.assert_allclose(np.asarray(box.distributions), dist, rtol=1e-12)
+    observed = plain(kind, a, b, q)(np.arange(n)[None, :])[..., 0].reshape(-1)
+    np.testing.assert_allclose(box.ses, ses, rtol=1e-9)
+    np.testing.assert_allclose(box.lows, stats.norm.ppf(0.025, loc=observed, scale=ses), rtol=1e-9)
+    np.testing.assert_allclose(box.highs, stats.norm.ppf(0.975, loc=observed, scale=ses), rtol=1e-9)
+    np.testing.assert_allclose(box.nulls, stats.norm.cdf(0.0, loc=observed, scale=ses), rtol=1e-9, atol=1e-300)
+    assert all(0 < p < 1 for p in box.nulls[:1]) and all(e > 0 for e in box.null_errors[:1])
+
+
+def test_below_normal_min_units_no_normal_interval_and_no_cap_on_resamples() -> None:
+    a, b = values("rate", bootstrap.NORMAL_MIN_UNITS - 1, np.random.default_rng(2))
+    (box,) = intervals([BootTest(kind="rate", baseline=a, candidate=b)], resamples=59, confidence=0.95,
+                       rng=np.random.default_rng(0), normal_resamples=9)  # fmt: skip
+    assert not box.normal and box.distributions[0].size == 59
+
+
+def test_a_normal_interval_falls_back_to_the_percentile_one_where_no_resample_varies() -> None:
+    n = bootstrap.NORMAL_MIN_UNITS
+    a = np.column_stack([np.zeros(n), np.ones(n)])
+    b = np.column_stack([np.ones(n), np.ones(n)])  # every unit gains 1: every resample's difference is 1
+    (box,) = intervals([BootTest(kind="rate", baseline=a, candidate=b)], resamples=99, confidence=0.95,
+                       rng=np.random.default_rng(0), normal_resamples=19)  # fmt: skip
+    assert not box.normal and box.lows == (1.0,) and box.highs == (1.0,)
+    assert box.nulls == (1 / 20,)  # the share below 0 kept 1 / (resamples + 1) from 0
+
+
 def test_every_resample_outside_its_window_is_cumulated_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
     # windows of no width: almost every order statistic falls outside and is found by the full cumulation
     a, b = values("latency", 3000, np.random.default_rng(11))

@@ -324,7 +324,7 @@ def test_each_configs_verdict_in_words_comes_first(tmp_path: Path, capsys: pytes
     lines = printed.splitlines()
     headline = next(line for line in lines if line.startswith("cand vs base: "))
     assert headline.startswith("cand vs base: 2 regressions (same-document multi-chunk recall -0.100, ")
-    assert "5 invariants hold" in headline  # the default gates: four of D1-D5 and the post-search CPU budget
+    assert "5 checks hold" in headline  # the default gates: four of D1-D5 and the post-search CPU budget
     detail = lines[lines.index(headline) + 1]
     assert clause in detail and "cap compliance (stored doc ids) 100.0% (holds)" in detail
     assert printed.index(headline) < printed.index("gates (")  # before the gate table

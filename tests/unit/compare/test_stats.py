@@ -177,3 +177,27 @@ def test_resamples_are_raised_until_holm_can_be_passed() -> None:
         r = required_resamples(tests, 0.05, 999)
         assert 2 / (r + 1) <= 0.05 / tests / 2 + 1e-12  # the smallest two-sided p is half Holm's first threshold
     assert required_resamples(1, 0.05, 4999) == 4999
+
+
+def test_many_units_a_normal_interval_whose_bounds_and_p_value_agree() -> None:
+    # 20,000 queries of a log, a latency ratio of 1.01: the interval is the normal one, its one-sided bound
+    # at any level is the same normal curve's (stats.bound), and the p-value is its end at no change
+    from scipy import stats as scipy_stats
+
+    from rag_eval.compare.stats import bound
+
+    rng = np.random.default_rng(8)
+    a = rng.exponential(1000.0, size=20_000)
+    b = a * rng.normal(1.01, 0.05, size=a.size)
+    p = paired_compare(a, b, Pairing(kind="latency", percentile=50.0, settings=Settings(), alternative="greater"),
+                       rng=np.random.default_rng(1))  # fmt: skip
+    assert p.normal and p.p_value is not None and 0 < p.p_value < 1
+    log = math.log(p.ratio or math.nan)
+    assert p.se_log_ratio is not None
+    for level in (0.9, 0.99, 1 - 0.05 / 40):
+        expected = scipy_stats.norm.ppf(level, loc=log, scale=p.se_log_ratio)
+        assert bound(p, level=level, upper=True, log_ratio=True) == pytest.approx(expected, rel=1e-9)
+        assert bound(p, level=level, upper=False) == pytest.approx(
+            scipy_stats.norm.ppf(1 - level, loc=p.delta, scale=p.se), rel=1e-9)
+    # the one-sided p-value is the level at which the lower bound of the log ratio is 0
+    assert bound(p, level=1 - p.p_value, upper=False, log_ratio=True) == pytest.approx(0.0, abs=1e-9)
