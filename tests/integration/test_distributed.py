@@ -92,6 +92,20 @@ def test_two_workers_on_the_server_give_the_serial_rows(
 
 
 @pytest.mark.milvus_lite
+def test_a_query_log_on_two_workers_gives_the_serial_rows(tmp_path: Path) -> None:
+    # the recorded traces beside the labelled queries (a seeded sample of 40 distinct log queries, their
+    # counts and categories): replayed on two Dask workers, the same rows, traffic rows included
+    exp = with_overrides(load_experiment(SHIPPED / "experiments" / "traffic.toml"),
+                         Overrides(milvus_uri=str(tmp_path / "kb.db"), query_limit=24))  # fmt: skip
+    exp = replace(exp, batch_size=16, cache_dir=tmp_path / "cache", traffic=replace(exp.traffic, sample=40))
+    serial = jobs.run_experiment(exp, tmp_path / "serial")  # type: ignore[arg-type]
+    dask = jobs.run_experiment(exp, tmp_path / "dask", jobs.Execution(cluster=Cluster(workers=2)))  # type: ignore[arg-type]
+    origins = rows(serial.out).column("origin").to_pylist()
+    assert origins.count("traffic") == 40 * len(exp.configs) and origins.count("labelled") == 24 * len(exp.configs)
+    assert rows(dask.out).equals(rows(serial.out))
+
+
+@pytest.mark.milvus_lite
 def test_resume_on_workers_runs_only_the_missing_batches(tmp_path: Path) -> None:
     dataset = tmp_path / "kb"
     shutil.copytree(SHIPPED, dataset, ignore=shutil.ignore_patterns("src", "experiments"))
