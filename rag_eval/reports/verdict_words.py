@@ -18,7 +18,7 @@ fire rule in force.
 ...     {"metric": "same_doc_multi_chunk_recall", "kind": "relative", "outcome": "warn", "value": 0.049},
 ...     {"metric": "latency:postsearch_cpu:p50", "kind": "relative", "outcome": "underpowered", "value": 0.19}]}
 >>> verdict_headline(comparison)  # doctest: +NORMALIZE_WHITESPACE
-'evidence vs legacy-merge: 1 regression (same-document multi-chunk recall -0.049), 1 invariant holds,
+'evidence vs legacy-merge: 1 regression (same-document multi-chunk recall -0.049), 1 check holds,
  1 undecided (post-search CPU latency p50 +19%)'
 >>> verdict_sentence(comparison)  # doctest: +NORMALIZE_WHITESPACE
 'evidence vs legacy-merge: cap compliance (stored doc ids) 100.0% (holds); same-document multi-chunk recall worse

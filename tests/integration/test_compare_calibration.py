@@ -122,8 +122,13 @@ def _twin_passes(twin: dict[str, Any]) -> None:
     # timed in the same run, in rounds interleaved in a rotated order per query: the twin passes
     assert outcomes["latency:postsearch_cpu:p95 <= 1ms"] == "pass"
     assert outcomes["latency:e2e:p50 growth <= 20%"] == "pass"  # the search shared, post-process interleaved
+    # No difference of a size that matters: every ratio interval reaches within 5% of 1. Not "no significant
+    # difference": e2e shares the search, so its interval is a few hundredths of a percent wide and a real
+    # order effect of that size can exclude 1 (the false-alarm rate itself is the A/A simulation's to check).
     latency = [m for m in twin["metrics"] if m["group"] == "latency" and m["metric"].split(":")[1] != "search"]
-    assert latency and not any(m["significant"] for m in latency)  # no significant latency difference
+    assert latency
+    for m in latency:
+        assert m["ratio_ci_low"] <= 1.05 and m["ratio_ci_high"] >= 0.95, (m["metric"], m["ratio"])
 
 
 def test_a_run_compared_with_itself_passes_every_gate(calibration: tuple[int, Path], tmp_path: Path) -> None:
