@@ -95,7 +95,12 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
     with MilvusStore(ingested.target) as ms:
         backend = ms.backend()
     # the cluster is reached before the run directory gets its parts: an unreachable scheduler leaves nothing
-    with strategy_for(cluster) as strategy, MilvusSearch(ingested.target, encoder(prep.resolver)) as port:
+    # fixed_rows: the replay refuses a collection that changed under it (check_unchanged), so each row's fields
+    # are read once and the batched searches bring ids and scores only
+    with (
+        strategy_for(cluster) as strategy,
+        MilvusSearch(ingested.target, encoder(prep.resolver), fixed_rows=True) as port,
+    ):
         preflight(exp, port)  # refuse unsupported modes before anything is written
         done = store.begin(run_identity(exp, prep), resume=resume)
         plan = ReplayPlan(

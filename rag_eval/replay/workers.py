@@ -63,7 +63,7 @@ class _WorkerPort:
             self.copy_dir = tempfile.mkdtemp(prefix="rag-eval-lite-")
             target = replace(target, uri=_copy_lite(target.uri, Path(self.copy_dir)))
         try:
-            self.search = MilvusSearch(target, self._encode)
+            self.search = MilvusSearch(target, self._encode, fixed_rows=True)
         except BaseException:
             self._remove_copy()
             raise

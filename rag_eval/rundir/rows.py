@@ -132,6 +132,11 @@ class Truth:
         return cls(chunks={str(r.vector_id): r.chunk.key for r in rows}, relevance=relevance,
                    doc_relevance=doc_relevance)  # fmt: skip
 
+    def chunks_of(self, vector_ids: Iterable[str | None]) -> list[str]:
+        """:meth:`chunk_of` of each vector id, in order (those answered before without a call each)."""
+        known = self._chunks.get
+        return [c if (c := known(v)) is not None else self.chunk_of(v) for v in vector_ids]
+
     def chunk_of(self, vector_id: str | None) -> str:
         known = self._chunks.get(vector_id)
         if known is not None:
@@ -158,7 +163,7 @@ def build_row(
     search_us, cpu_us = timing
     payload = record.payload
     hit_keys, hits = record.candidates.keys, record.candidates.hits  # columns: no candidate objects needed
-    hit_chunks = [truth.chunk_of(h.vector_id) for h in hits]
+    hit_chunks = truth.chunks_of([h.vector_id for h in hits])
     true_of_key, stored_doc_of_key = _key_identities(hit_keys, hits, hit_chunks)
     block_by_key = {b.key: b for b in record.result.blocks}
     member_keys, member_block, member_sha = _delivered_members(payload, block_by_key)
@@ -196,7 +201,7 @@ def build_row(
         "member_block": member_block,
         "hit_keys": list(hit_keys),
         "hit_chunks": hit_chunks,
-        "hit_content_sha": [content_sha(h.content) for h in hits],
+        "hit_content_sha": list(map(content_sha, [h.content for h in hits])),
         "hit_scores": [float(h.score) for h in hits],
         "relevant_chunks": relevant_chunks,
         "relevant_grades": [relevant[c] for c in relevant_chunks],

@@ -29,8 +29,8 @@ FIRST_WIDTHS = search.first_widths
 NO_TIMING = TimingPlan(mode=LatencyMode.OFF)  # the rows are compared without their latency columns
 
 
-def _former_widths(top_k: int) -> tuple[int, int]:
-    """The fetch before: the first page is the reach itself (k + 2 + k/16), then doubling."""
+def _former_widths(top_k: int, *, server: bool = False) -> tuple[int, int]:
+    """The fetch before: the first page is the reach itself (k + 2 + k/16), then doubling (as on a server)."""
     _, reach = FIRST_WIDTHS(top_k)
     return reach, reach
 

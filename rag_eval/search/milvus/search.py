@@ -24,7 +24,7 @@ from rag_eval.core.errors import (
     quoted,
 )
 from rag_eval.core.ports import PortBase
-from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, fast_constructor, hit_order
+from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, SearchMode, hit_order
 from rag_eval.search.milvus.collection import (
     collection_of,
     describe,
@@ -34,6 +34,7 @@ from rag_eval.search.milvus.collection import (
 )
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.existing import foreign_collection, foreign_hit
+from rag_eval.search.milvus.hits import HitReader, IdPage, id_page, in_total_order
 from rag_eval.search.milvus.lazy import pymilvus
 from rag_eval.search.milvus.probes import probe_grouping, probe_hybrid, probe_query_cache, probe_templating
 from rag_eval.search.milvus.quoting import milvus_string_literal
@@ -42,7 +43,6 @@ from rag_eval.search.milvus.schema import (
     DEFAULT_CALL_TIMEOUT,
     MAX_NQ,
     MAX_TOPK,
-    MISSING_INT,
     MISSING_STR,
     OUTPUT_FIELDS,
     SPARSE_FIELD,
@@ -53,18 +53,22 @@ from rag_eval.search.milvus.schema import (
 )
 
 BatchEncoder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+ROWS_A_QUERY = 4096  # ids a query by id asks for (a search call's pages bring at most 16,384 rows)
 _GroupKey = tuple[SearchMode, int, str | None, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Request:
     """What every search call of one group of requests shares, whatever its width: the mode, the filter
-    (expression and template values) and the group size."""
+    (expression and template values, and the category its hits are checked against), the group size, and
+    whether the hits come as ids and scores only (their rows read once: :meth:`MilvusSearch._read_rows`)."""
 
     mode: SearchMode
     expr: str
     params: dict[str, str] | None
     group_size: int
+    category: str | None = None
+    by_id: bool = False
 
 
 class MilvusSearch(PortBase):
@@ -72,7 +76,11 @@ class MilvusSearch(PortBase):
 
     ``encoder`` turns query texts into vectors. Opening connects, checks the target's collection and its
     index against the target's ``index`` (None: the one recorded at create), and loads it (unless
-    ``load=False``); errors are the project's own.
+    ``load=False``); errors are the project's own. ``fixed_rows``: the collection's rows do not change while
+    the port is open (a replay's, which refuses a collection that changed under it): a DENSE
+    :meth:`search_batch` of a rag_eval collection then asks Milvus for ids and scores only, and each row's
+    fields are read once, by a query by id, and kept (the same hits, without every page carrying every row's
+    fields again); :meth:`search` searches as the agent tool does.
 
     >>> import tempfile
     >>> from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusStore
@@ -100,8 +108,10 @@ class MilvusSearch(PortBase):
         retries: int = 3,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         load: bool = True,
+        fixed_rows: bool = False,
     ) -> None:
         self.target = target
+        self._fixed_rows = fixed_rows
         self.collection = collection = collection_of(target)
         self._encoder = encoder
         self._fields = fields = target.fields  # None: a rag_eval collection (its own schema)
@@ -125,6 +135,7 @@ class MilvusSearch(PortBase):
         self._grouping: bool | None = None
         self._hybrid_rpc: bool | None = None
         self._templating: bool | None = None
+        self._readers: dict[tuple[bool, str], HitReader] = {}  # by (negate, channel): each row's fields read once
 
     def _check_index(self) -> None:
         coll, spec = self._coll, self._index
@@ -174,12 +185,19 @@ class MilvusSearch(PortBase):
             raise UnsupportedFeatureError(where + refusal, feature=mode.value, uri=self._conn.shown)
 
     def search(self, request: KnowledgeSearchRequest) -> tuple[KnowledgeSearchHit, ...]:
-        """Hits for ``request.query``, best first, at most ``request.top_k``."""
-        return self.search_batch([request])[0]
+        """Hits for ``request.query``, best first, at most ``request.top_k`` (one call with every field, as the
+        agent tool searches: what a replay times, whatever ``fixed_rows``)."""
+        return self._batch([request], by_id=False)[0]
 
     def search_batch(self, requests: Sequence[KnowledgeSearchRequest]) -> list[tuple[KnowledgeSearchHit, ...]]:
         """One result per request, in order; many query vectors per call (requests grouped by mode,
-        width, filter and group size; at most 16,384 vectors per call)."""
+        width, filter and group size; at most 16,384 vectors per call; ids and scores only when
+        ``fixed_rows``)."""
+        return self._batch(requests, by_id=self._fixed_rows)
+
+    def _batch(
+        self, requests: Sequence[KnowledgeSearchRequest], *, by_id: bool
+    ) -> list[tuple[KnowledgeSearchHit, ...]]:
         groups: dict[_GroupKey, list[int]] = {}
         for i, r in enumerate(requests):
             if r.top_k > MAX_TOPK:
@@ -193,20 +211,19 @@ class MilvusSearch(PortBase):
         for key, positions in groups.items():
             for start in range(0, len(positions), MAX_NQ):
                 chunk = positions[start : start + MAX_NQ]
-                for pos, hits in zip(chunk, self._run(key, [requests[p].query for p in chunk]), strict=True):
+                for pos, hits in zip(chunk, self._run(key, [requests[p].query for p in chunk], by_id), strict=True):
                     results[pos] = hits
         return results
 
-    def _run(self, key: _GroupKey, queries: list[str]) -> list[tuple[KnowledgeSearchHit, ...]]:
+    def _run(self, key: _GroupKey, queries: list[str], by_id: bool) -> list[tuple[KnowledgeSearchHit, ...]]:
         mode, top_k, category, group_size = key
         self.check_mode(mode)
         vectors = self._encode(queries)
         expr, params = self._filter(category)
         exact = mode is SearchMode.DENSE
-        width, reach = first_widths(top_k) if exact else (top_k, top_k)
-        how = _Request(mode=mode, expr=expr, params=params, group_size=group_size)
-        raws = self._raw_search(how, vectors, queries, width, reach)
-        hits = [self._ordered(raw, mode, category) for raw in raws]
+        width, reach = first_widths(top_k, server=self._conn.kind == "server") if exact else (top_k, top_k)
+        how = _Request(mode=mode, expr=expr, params=params, group_size=group_size, category=category, by_id=by_id)
+        hits = self._pages(how, vectors, queries, width, reach)
         tied = list(range(len(queries)))
         while exact and width < MAX_TOPK:
             # the queries whose tie at the cut-off may go on: searched again, together, wider
@@ -214,9 +231,9 @@ class MilvusSearch(PortBase):
             if not tied:
                 break
             width = reach if width < reach else min(width * 2, MAX_TOPK)
-            raws = self._raw_search(how, [vectors[i] for i in tied], [queries[i] for i in tied], width, width)
-            for i, raw in zip(tied, raws, strict=True):
-                hits[i] = self._ordered(raw, mode, category)
+            wider = self._pages(how, [vectors[i] for i in tied], [queries[i] for i in tied], width, width)
+            for i, found in zip(tied, wider, strict=True):
+                hits[i] = found
         out = []
         for found in hits:
             if mode is SearchMode.GROUPED:
@@ -224,11 +241,48 @@ class MilvusSearch(PortBase):
             out.append(tuple(found[:top_k]))
         return out
 
-    def _raw_search(
+    def _pages(
         self, how: _Request, vectors: list[list[float]], queries: list[str], limit: int, reach: int
+    ) -> list[list[KnowledgeSearchHit]]:
+        """One search call's pages of hits, each in the total order and category-checked: with ids and scores
+        only when ``how.by_id`` (each row's fields read once: :meth:`_read_rows`), else with every field."""
+        category = how.category
+        if how.by_id and how.mode is SearchMode.DENSE and self._fields is None:
+            reader = self._reader(how.mode)
+            found = [id_page(raw) for raw in self._raw_search(how, vectors, queries, limit, reach, [])]
+            pages = [p for p in found if p is not None]
+            if len(pages) == len(found) and self._read_rows(reader, pages):
+                return [self._checked(reader.read_known(p), category) for p in pages]
+        raws = self._raw_search(how, vectors, queries, limit, reach)
+        return [self._ordered(raw, how.mode, category) for raw in raws]
+
+    def _read_rows(self, reader: HitReader, pages: Sequence[IdPage]) -> bool:
+        """Give ``reader`` the fields of the rows of ``pages`` it does not keep yet (a query by id, a few
+        thousand ids a call); False when a row is not found (deleted since: the search is asked again with
+        every field)."""
+        missing = reader.missing(pages)
+        extra: dict[str, Any] = {"partition_names": self._partitions} if self._partitions else {}
+        for start in range(0, len(missing), ROWS_A_QUERY):
+            ids = missing[start : start + ROWS_A_QUERY]
+            rows = self._conn.call(
+                "query",
+                self._conn.client.query,
+                self.collection,
+                filter=f"vector_id in [{', '.join(str(int(i)) for i in ids)}]",  # Milvus's own int64 ids
+                output_fields=list(OUTPUT_FIELDS),
+                collection=self.collection,
+                **extra,
+            )
+            reader.remember(rows)
+        return not missing or not reader.missing(pages)
+
+    def _raw_search(
+        self, how: _Request, vectors: list[list[float]], queries: list[str], limit: int, reach: int,
+        output: list[str] | None = None,
     ) -> Any:
         """One search call of ``limit`` hits a query; the index's search parameters are those of a search of
-        ``reach`` hits (HNSW's ``ef``), so that a page of ``limit`` is a prefix of the page of ``reach``."""
+        ``reach`` hits (HNSW's ``ef``), so that a page of ``limit`` is a prefix of the page of ``reach``.
+        ``output``: the fields each hit carries (None: every field of the hits)."""
         mode, expr, params, group_size = how.mode, how.expr, how.params, how.group_size
         if mode is SearchMode.HYBRID:
             return self._hybrid_search(vectors, queries, limit, expr, params)
@@ -246,7 +300,7 @@ class MilvusSearch(PortBase):
             anns_field=VECTOR_FIELD if f is None else f.vector,
             limit=limit,
             filter=expr,
-            output_fields=list(OUTPUT_FIELDS) if f is None else f.output_fields(),
+            output_fields=output if output is not None else list(OUTPUT_FIELDS) if f is None else f.output_fields(),
             collection=self.collection,
             search_params=search_params(self._coll, self._index, reach * group_size),
             **extra,
@@ -268,13 +322,26 @@ class MilvusSearch(PortBase):
 
     def _ordered(self, raw: Any, mode: SearchMode, category: str | None) -> list[KnowledgeSearchHit]:
         """One query's hits in the documented total order (score, then vector id), category-checked."""
+        f = self._fields
+        if f is None:
+            return self._checked(self._reader(mode).read(raw), category)
+        metric = self._coll.metric or self._index.metric
+        negate = mode is not SearchMode.HYBRID and metric.upper() == "L2"  # higher is better everywhere
+        return self._checked(in_total_order([foreign_hit(h, negate, f) for h in raw]), category)
+
+    def _reader(self, mode: SearchMode) -> HitReader:
+        """The hit reader of ``mode``'s searches (one per score channel: each row's fields read once)."""
         metric = self._coll.metric or self._index.metric
         channel = "rrf" if mode is SearchMode.HYBRID else "dense"
         negate = channel == "dense" and metric.upper() == "L2"  # higher is better everywhere
-        f = self._fields
-        made = [to_hit(h, negate, channel) for h in raw] if f is None else [foreign_hit(h, negate, f) for h in raw]
-        hits = sorted(made, key=hit_order)
-        self._check_category(hits, category)
+        reader = self._readers.get((negate, channel))
+        if reader is None:
+            reader = self._readers[(negate, channel)] = HitReader(negate=negate, channel=channel)
+        return reader
+
+    def _checked(self, hits: list[KnowledgeSearchHit], category: str | None) -> list[KnowledgeSearchHit]:
+        if category is not None:
+            self._check_category(hits, category)
         return hits
 
     def _encode(self, queries: list[str]) -> list[list[float]]:
@@ -379,40 +446,6 @@ class MilvusSearch(PortBase):
 
 
 
-def _opt_str(value: Any) -> str | None:
-    return None if value is None or value == MISSING_STR else str(value)
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None or int(value) == MISSING_INT else int(value)
-
-
-_new_hit = fast_constructor(KnowledgeSearchHit)
-
-
-def to_hit(raw: Any, negate: bool, channel: str) -> KnowledgeSearchHit:
-    # a pymilvus hit is a dict: plain dict access skips its Python-level overrides (a third of the time)
-    entity = dict.get(raw, "entity") or {}
-    get = entity.get
-    vid = get("vector_id")
-    vid = str(vid if vid is not None else getattr(raw, "pk", None))
-    distance = float(dict.__getitem__(raw, "distance"))
-    score = -distance if negate else distance
-    return _new_hit(
-        vid,  # id
-        str(get("content", "")),
-        score,
-        {channel: score},
-        {"char_start": _opt_int(get("char_start")), "char_end": _opt_int(get("char_end"))},
-        _opt_str(get("doc_id")),
-        _opt_int(get("chunk_index")),
-        vid,  # vector_id
-        _opt_str(get("source")),
-        _opt_str(get("title")),
-        _opt_str(get("category")),
-    )
-
-
 def as_list(vector: Sequence[float]) -> list[float]:
     if type(vector) is list:
         return vector  # already what pymilvus sends
@@ -420,20 +453,25 @@ def as_list(vector: Sequence[float]) -> list[float]:
     return list(tolist()) if callable(tolist) else [float(x) for x in vector]
 
 
-def first_widths(top_k: int) -> tuple[int, int]:
-    """A DENSE search's first page, and its reach. The page is two hits more than wanted: when hit
-    ``top_k`` does not tie with the last of the page, the cut-off is placed by the total order, and only
-    when it does is the query searched again, at the reach (two and a sixteenth more than wanted, then
+def first_widths(top_k: int, *, server: bool = False) -> tuple[int, int]:
+    """A DENSE search's first page, and its reach. On Milvus Lite the page is two hits more than wanted:
+    when hit ``top_k`` does not tie with the last of the page, the cut-off is placed by the total order, and
+    only when it does is the query searched again, at the reach (two and a sixteenth more than wanted, then
     doubling: :func:`tie_may_continue`). Two, not one: re-ingested copies share a vector, so they tie in
-    pairs; on the shipped knowledge base one more hit left 41 of 264 queries tied at the cut-off (a
-    second search each), two more leave 1. The first page is searched with the index parameters of the
-    reach, so that it is a prefix of the page of the reach on any index (HNSW's ``ef`` is the same).
+    pairs; on the shipped knowledge base one more hit left 41 of 264 queries tied at the cut-off (a second
+    search each), two more leave 1. On a server (``server``) the first page is the reach itself: a search
+    call costs more there than the hits it would save (5,000 log queries in batches of 64 made 110 calls
+    with a page of 22 for 20, 79 with 23, one a batch, and searched in 10-23% less time). The first page is
+    searched with the index parameters of the reach, so that it is a prefix of the page of the reach on any
+    index (HNSW's ``ef`` is the same).
 
     >>> first_widths(20), first_widths(100), first_widths(1), first_widths(MAX_TOPK)
     ((22, 23), (102, 108), (3, 3), (16384, 16384))
+    >>> first_widths(20, server=True), first_widths(100, server=True)
+    ((23, 23), (108, 108))
     """
     reach = min(top_k + 2 + top_k // 16, MAX_TOPK)
-    return min(top_k + 2, reach), reach
+    return (reach if server else min(top_k + 2, reach)), reach
 
 
 def tie_may_continue(hits: Sequence[KnowledgeSearchHit], top_k: int, width: int) -> bool:
