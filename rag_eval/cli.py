@@ -227,20 +227,23 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
 
 def _cmd_load(args: argparse.Namespace) -> int:
     from rag_eval import jobs
-    from rag_eval.experiment.load_table import LoadFlags, LoadSettings, with_flags
+    from rag_eval.experiment.load_table import LoadFlags
+    from rag_eval.experiment.load_target import load_endpoint, load_settings
     from rag_eval.reports.console import describe_load, print_load
 
     exp = _experiment(args)
+    endpoint = load_endpoint(exp.service, use_service=args.service, url=args.service_url,
+                             configs_flag=args.configs is not None)  # fmt: skip
     flags = LoadFlags(
         concurrency=args.concurrency, duration=args.duration, max_searches=args.max_searches, rounds=args.rounds,
         warmup=args.warmup, configs=[c.strip() for c in args.configs.split(",")] if args.configs is not None else None,
     )  # fmt: skip
-    settings = with_flags(exp.load or LoadSettings(), flags, known_configs=[c.name for c in exp.configs])
+    settings = load_settings(exp, flags, endpoint)
     out = _out(args, folders.LOAD, exp.name)
     progress = _progress(args)
-    progress.log(describe_load(exp, settings, out))
+    progress.log(describe_load(exp, settings, out, endpoint=endpoint.endpoint if endpoint else None))
     with progress.running():
-        result = jobs.load(exp, out, settings=settings, progress=progress, force_out=args.force_out)
+        result = jobs.load(exp, out, settings=settings, progress=progress, force_out=args.force_out, endpoint=endpoint)
     print_load(result.document, out)
     return EXIT_OK
 

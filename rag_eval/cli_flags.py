@@ -194,6 +194,14 @@ def load_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--warmup", type=int, metavar="N", help="unrecorded lookups per process and config (default 5)")
     p.add_argument("--configs", metavar="NAME[,NAME...]", help="the configs to load (default: all)")
+    p.add_argument(
+        "--service", action="store_true",
+        help="measure the experiment's [service] endpoint (url: MCP over streamable HTTP, or http) end to end "
+        "instead of the configs' own lookups; a stdio [service] is refused",
+    )  # fmt: skip
+    p.add_argument("--service-url", metavar="URL",
+                   help="measure this MCP endpoint (streamable HTTP, e.g. http://127.0.0.1:8000/mcp) end to end, "
+                   "as --service does")  # fmt: skip
     p.add_argument("--limit", type=int, help="replay only the first N queries (default: all)")
     p.add_argument(
         "--out",
@@ -269,7 +277,8 @@ COMMANDS: tuple[tuple[str, str, AddFlags], ...] = (
     ("nightly", "run, compare with the accepted baseline, gate, and append to the history", nightly_flags),
     (
         "load",
-        "latency under concurrent load on a Milvus server: QPS and p50/p95/p99 per client count and config",
+        "latency under concurrent load on a Milvus server, or of a served endpoint: QPS and p50/p95/p99 per client "
+        "count and config",
         load_flags,
     ),
     ("embed", "write a data set's precomputed vectors (needs the embed extra)", embed_flags),

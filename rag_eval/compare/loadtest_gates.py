@@ -27,7 +27,7 @@ from rag_eval.compare.checks import AbsoluteCheck, GateResult, RelativeCheck, _f
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.compare.stats import Settings
 from rag_eval.core.errors import RunDirectoryError, quoted
-from rag_eval.loadtest.document import belongs_to, config_hash, entry, stale_reason
+from rag_eval.loadtest.document import belongs_to, config_hash, entry, measured_on, stages, stale_reason
 from rag_eval.rundir.reader import read_load
 
 _NAME = re.compile(r"^load:(?:(?P<stage>search|e2e):p(?P<q>50|95|99)|qps)@(?P<n>[1-9]\d{0,3})$")
@@ -108,6 +108,11 @@ class LoadSource:
         """(the config's result at the metric's level, why there is none)."""
         if self.doc is None:
             return None, self.missing
+        if metric.stage is not None and metric.stage not in stages(self.doc):
+            return None, (
+                f"{metric.name} does not apply to {self.run.label}'s load.json: it measured "
+                f"{measured_on(self.doc)} from outside, end to end only (gate load:e2e or load:qps)"
+            )
         found = entry(self.doc, config, metric.concurrency)
         if found is None:
             levels = sorted({int(e["concurrency"]) for e in self.doc.get("results", ()) if e.get("config") == config})

@@ -6,6 +6,7 @@
     compare  read the run directories -> compare -> publish the comparison   (compare.py)
     nightly  run against the accepted baseline -> accept a first night -> history   (nightly_run.py)
     load     prepare -> ingest -> measure under load -> publish load.json   (loadtest.py)
+             (a served endpoint, --service: measure it under load -> publish load.json)
     ingest   prepare -> ingest;  embed: the data set's precomputed vectors   (embed.py)
 
 ``rag_eval.cli`` parses the flags, calls a job and maps its outcome to an exit code; the reports'

@@ -10,6 +10,13 @@ docs/performance.md, "Latency under load".
 ...        "configs": [{"name": "a", "hash": "h"}]}
 >>> belongs_to(doc, {"started": "t1"}), entry(doc, "a", 4) is not None, config_hash(doc, "a")
 (True, True, 'h')
+
+A measurement of a served endpoint (``rag-eval load --service``) names it in ``target`` and holds end-to-end
+latencies only (``stages``); one written before ``target`` existed measured Milvus:
+
+>>> served = {"target": {"kind": "endpoint", "protocol": "mcp", "endpoint": "http://h:8000/mcp"}, "stages": ["e2e"]}
+>>> measured_on(served), stages(served), stages(doc)
+('the served endpoint http://h:8000/mcp (MCP)', ('e2e',), ('search', 'e2e'))
 """
 
 from __future__ import annotations
@@ -43,4 +50,24 @@ def entry(doc: Mapping[str, Any], config: str, concurrency: int) -> Mapping[str,
 
 
 def config_hash(doc: Mapping[str, Any], config: str) -> str | None:
-    return next((str(c.get("hash")) for c in doc.get("configs", ()) if c.get("name") == config), None)
+    """The hash of ``config`` as measured, None when unknown (a served endpoint's config is not seen)."""
+    found = next((c.get("hash") for c in doc.get("configs", ()) if c.get("name") == config), None)
+    return None if found is None else str(found)
+
+
+def stages(doc: Mapping[str, Any]) -> tuple[str, ...]:
+    """The stages whose latencies the measurement could see (a served endpoint: end to end only)."""
+    return tuple(doc.get("stages") or ("search", "e2e"))
+
+
+def is_endpoint(doc: Mapping[str, Any]) -> bool:
+    return (doc.get("target") or {}).get("kind") == "endpoint"
+
+
+def measured_on(doc: Mapping[str, Any]) -> str:
+    """What was measured, in a few words for titles and reports (no credentials: the document has none)."""
+    target = doc.get("target") or {}
+    if is_endpoint(doc):
+        return f"the served endpoint {target.get('endpoint')} ({str(target.get('protocol', '')).upper()})"
+    m = doc.get("milvus") or {}
+    return f"Milvus {m.get('backend', '')} {m.get('server_version', '')} at {m.get('uri', target.get('uri', ''))}"

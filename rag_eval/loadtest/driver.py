@@ -33,7 +33,9 @@ from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.experiment import ConfigSpec, Experiment
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.ingest.collection import IngestResult
-from rag_eval.loadtest.worker import WindowResult, WorkerSetup, init_worker, ready, run_window
+from rag_eval.loadtest import endpoint, worker
+from rag_eval.loadtest.endpoint import EndpointSetup
+from rag_eval.loadtest.worker import OK, OUTCOMES, WindowResult, WorkerSetup
 from rag_eval.replay import provenance
 from rag_eval.replay.prepare import Prepared, Progress
 from rag_eval.rundir.reader import LOAD_SCHEMA_VERSION
@@ -44,6 +46,7 @@ PERCENTILES = (50, 95, 99)
 OFFSET_STRIDE = 7919  # a prime: each round starts its processes at other queries than the round before
 
 LoadTick = Callable[[int], None]  # called with the number of lookups just recorded
+Setup = WorkerSetup | EndpointSetup  # the configs' own lookups on a Milvus server, or a served endpoint
 
 REQUEST_SCHEMA = pa.schema(
     [
@@ -56,6 +59,7 @@ REQUEST_SCHEMA = pa.schema(
         ("search_us", pa.float64()),
         ("e2e_us", pa.float64()),
         ("postprocess_us", pa.float64()),  # post-process + pack + assemble + projection
+        ("outcome", pa.string()),  # ok, error or timeout (only a served endpoint's requests fail and go on)
     ]
 )
 
@@ -89,15 +93,27 @@ class Window:
 
     @property
     def searches(self) -> int:
-        return sum(len(p.e2e_ns) for p in self.parts)
+        """Lookups answered (a served endpoint's failed requests are counted apart: :meth:`failed`)."""
+        return sum(len(p.e2e_ns) if p.outcome is None else int(np.count_nonzero(p.outcome == OK)) for p in self.parts)
+
+    def failed(self, outcome: int) -> int:
+        """Requests that ended with ``outcome`` (ERROR or TIMEOUT)."""
+        return sum(int(np.count_nonzero(p.outcome == outcome)) for p in self.parts if p.outcome is not None)
 
     @property
     def wall_s(self) -> float:
         return max((p.wall_ns for p in self.parts), default=0) / 1e9
 
     def values_us(self, stage: str) -> np.ndarray:
+        """The answered lookups' latencies of ``stage`` (none when the stage was not seen: a served endpoint's
+        search)."""
         key = "search_ns" if stage == "search" else "e2e_ns"
-        return np.concatenate([getattr(p, key) for p in self.parts]) / 1e3 if self.parts else np.zeros(0)
+        out = [_answered(getattr(p, key), p.outcome) for p in self.parts if getattr(p, key) is not None]
+        return np.concatenate(out) / 1e3 if out else np.zeros(0)
+
+
+def _answered(values: np.ndarray, outcome: np.ndarray | None) -> np.ndarray:
+    return values if outcome is None else values[outcome == OK]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,7 +125,7 @@ class LoadResult:
 
 
 def measure_windows(
-    setup: WorkerSetup,
+    setup: Setup,
     settings: LoadSettings,
     *,
     tick: LoadTick | None = None,
@@ -119,35 +135,40 @@ def measure_windows(
     (load average, and the CPU busy share over the second before it starts). Raises the project's
     errors (a worker's input or infrastructure failure keeps its exit code; a client process that
     died is exit 3)."""
-    refuse_lite(setup.target)
+    if isinstance(setup, WorkerSetup):
+        refuse_lite(setup.target)
+        client: Any = worker
+        preload = ["rag_eval.loadtest.worker", "rag_eval.search.milvus", "pymilvus"]
+    else:
+        client, preload = endpoint, ["rag_eval.loadtest.endpoint", "mcp"]
     step = tick or (lambda n: None)
     say = log or (lambda text: None)
     method = start_method()
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":  # each process then forks from one that imported the client once
-        ctx.set_forkserver_preload(["rag_eval.loadtest.worker", "rag_eval.search.milvus", "pymilvus"])
-    specs = setup.configs
+        ctx.set_forkserver_preload(preload)
+    names = config_names(setup)
     windows: list[Window] = []
     levels: list[dict[str, Any]] = []
     for n in settings.concurrency:
-        say(f"load: {n} client process{'es' if n > 1 else ''} ({', '.join(s.name for s in specs)})")
+        say(f"load: {n} client process{'es' if n > 1 else ''} ({', '.join(names)})")
         levels.append({"concurrency": n, "loadavg_before": loadavg(), "cpu_busy_before": _busy_over(1.0)})
         barrier = ctx.Barrier(n)
         caps = _split(settings.window_cap(), n)
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=init_worker,
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=client.init_worker,
                                  initargs=(setup, barrier)) as pool:  # fmt: skip
-            _collect(setup, [pool.submit(ready, i) for i in range(n)])
+            _collect(setup, [pool.submit(client.ready, i) for i in range(n)])
             for r in range(settings.rounds):
-                for spec in _rotate(specs, r):
+                for name in _rotate(names, r):
                     before = psutil.cpu_times()
                     futures = [
-                        pool.submit(run_window, spec.name, i, _offset(i, r, n, len(setup.queries)),
+                        pool.submit(client.run_window, name, i, _offset(i, r, n, len(setup.queries)),
                                     settings.window_s, caps[i])
                         for i in range(n)
                     ]  # fmt: skip
                     parts = _collect(setup, futures)
                     busy = _busy(before, psutil.cpu_times())
-                    windows.append(Window(config=spec.name, concurrency=n, round=r, parts=parts, machine_busy=busy))
+                    windows.append(Window(config=name, concurrency=n, round=r, parts=parts, machine_busy=busy))
                     step(1)
     return windows, levels
 
@@ -159,9 +180,14 @@ def _split(cap: int | None, n: int) -> list[int | None]:
     return [cap // n + (1 if i < cap % n else 0) for i in range(n)]
 
 
-def _rotate(specs: Sequence[ConfigSpec], r: int) -> list[ConfigSpec]:
-    k = r % len(specs)
-    return [*specs[k:], *specs[:k]]
+def config_names(setup: Setup) -> list[str]:
+    """The names the results go under: the configs, or the one config a served endpoint is meant to run."""
+    return [s.name for s in setup.configs] if isinstance(setup, WorkerSetup) else [setup.config]
+
+
+def _rotate(names: Sequence[str], r: int) -> list[str]:
+    k = r % len(names)
+    return [*names[k:], *names[:k]]
 
 
 def _offset(slot: int, r: int, n: int, queries: int) -> int:
@@ -182,9 +208,9 @@ def _busy_over(seconds: float) -> float | None:
         return None
 
 
-def _collect(setup: WorkerSetup, futures: Sequence[Future[WindowResult]]) -> tuple[WindowResult, ...]:
+def _collect(setup: Setup, futures: Sequence[Future[WindowResult]]) -> tuple[WindowResult, ...]:
     """Every process's result, or the first real failure as the project's own error."""
-    shown = setup.target.redacted_uri
+    shown = setup.target.redacted_uri if isinstance(setup, WorkerSetup) else setup.shown
     try:
         parts = tuple(f.result() for f in futures)
     except BrokenProcessPool as exc:
@@ -239,6 +265,7 @@ def summarise_level(windows: Sequence[Window], *, cpus: int) -> dict[str, Any]:
         "config": first.config,
         "concurrency": n,
         "searches": searches,
+        **_failures(windows),
         "wall_s": wall,
         "qps": qps,
         "latency_us": {s: stats_us(values[s]) for s in STAGES},
@@ -254,6 +281,7 @@ def summarise_level(windows: Sequence[Window], *, cpus: int) -> dict[str, Any]:
             {
                 "round": w.round,
                 "searches": w.searches,
+                **_failures([w]),
                 "wall_s": w.wall_s,
                 "qps": w.searches / w.wall_s if w.wall_s > 0 else None,
                 "latency_us": {s: {f"p{q}": stats_us(w.values_us(s))[f"p{q}"] for q in PERCENTILES} for s in STAGES},
@@ -261,6 +289,11 @@ def summarise_level(windows: Sequence[Window], *, cpus: int) -> dict[str, Any]:
             for w in windows
         ],
     }
+
+
+def _failures(windows: Sequence[Window]) -> dict[str, int]:
+    """Requests that failed and were counted (a served endpoint's), by outcome: ``errors``, ``timeouts``."""
+    return {f"{OUTCOMES[k]}s": sum(w.failed(k) for w in windows) for k in range(1, len(OUTCOMES))}
 
 
 def requests_table(windows: Sequence[Window]) -> pa.Table:
@@ -275,10 +308,16 @@ def requests_table(windows: Sequence[Window]) -> pa.Table:
             columns["process"].append(np.full(k, p.slot, dtype=np.int16))
             columns["query_index"].append(p.query_index)
             columns["started_us"].append(p.started_ns / 1e3)
-            columns["search_us"].append(p.search_ns / 1e3)
+            unseen = np.full(k, np.nan)  # a stage inside a served endpoint: missing (null), not 0
+            columns["search_us"].append(p.search_ns / 1e3 if p.search_ns is not None else unseen)
             columns["e2e_us"].append(p.e2e_ns / 1e3)
-            columns["postprocess_us"].append(p.post_ns / 1e3)
-    arrays = [pa.array(np.concatenate(columns[f.name]) if columns[f.name] else [], type=f.type) for f in REQUEST_SCHEMA]
+            columns["postprocess_us"].append(p.post_ns / 1e3 if p.post_ns is not None else unseen)
+            codes = p.outcome if p.outcome is not None else np.zeros(k, dtype=np.int8)
+            columns["outcome"].append(np.asarray(OUTCOMES, dtype=object)[codes])
+    arrays = [
+        pa.array(np.concatenate(columns[f.name]) if columns[f.name] else [], type=f.type, from_pandas=True)
+        for f in REQUEST_SCHEMA
+    ]
     return pa.Table.from_arrays(arrays, schema=REQUEST_SCHEMA)
 
 
@@ -286,7 +325,7 @@ def build_result(
     windows: Sequence[Window],
     *,
     settings: LoadSettings,
-    setup: WorkerSetup,
+    setup: Setup,
     identity: Mapping[str, Any],
     clock: provenance.Clock,
     machine_load: Mapping[str, Any],
@@ -298,22 +337,34 @@ def build_result(
     for w in windows:
         groups.setdefault((w.config, w.concurrency), []).append(w)
     results = [summarise_level(ws, cpus=cpus) for ws in groups.values()]
+    served = isinstance(setup, EndpointSetup)
     notes = []
     over = [n for n in settings.concurrency if n > cpus]
     if over:
         notes.append(
             f"{over} client processes are more than this machine's {cpus} CPUs: those levels measure the client "
-            "machine as much as Milvus (see client_cpu and machine_cpu_busy)"
+            f"machine as much as {'the endpoint' if served else 'Milvus'} (see client_cpu and machine_cpu_busy)"
+        )
+    failed = {k: sum(int(r[k]) for r in results) for k in ("errors", "timeouts")}
+    if any(failed.values()):
+        notes.append(
+            f"{failed['errors']:,} requests were answered with an error and {failed['timeouts']:,} timed out: they "
+            "are counted (errors, timeouts) and left out of the latencies and QPS"
         )
     document = {
         "schema_version": LOAD_SCHEMA_VERSION,
         **dict(identity),
+        "stages": ["e2e"] if served else list(STAGES),  # what the figures can hold (see loadtest.document)
         "settings": {
             **settings.as_dict(),
-            "configs": [s.name for s in setup.configs],
+            "configs": config_names(setup),
             "queries": len(setup.queries),
             "start_method": start_method(),
-            "clients": "one process per client, each with its own Milvus client; closed loop",
+            "clients": (
+                "one process per client, each with its own connection to the endpoint; closed loop"
+                if served
+                else "one process per client, each with its own Milvus client; closed loop"
+            ),
         },
         "machine": provenance.machine(),
         "machine_load": dict(machine_load),
@@ -378,6 +429,7 @@ def measure_load(
         "experiment": exp.name,
         "source": exp.source,
         "run": dict(run) if run is not None else {"started": None, "fingerprint": None},
+        "target": {"kind": "milvus", "uri": target.redacted_uri},
         "milvus": {
             "uri": target.redacted_uri,
             "collection": target.collection,

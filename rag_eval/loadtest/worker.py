@@ -25,6 +25,8 @@ from rag_eval.experiment import ConfigSpec
 from rag_eval.search.milvus.schema import SearchTarget
 
 BARRIER_TIMEOUT_S = 120.0  # a process that never arrives (it died) breaks the window instead of hanging it
+OK, ERROR, TIMEOUT = 0, 1, 2  # a request's outcome (a served endpoint's requests can fail and be counted)
+OUTCOMES = ("ok", "error", "timeout")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,9 +53,10 @@ class WindowResult:
     bug: str = ""  # the traceback of any other exception (a bug)
     started_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     query_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
-    search_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    search_ns: np.ndarray | None = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # None: not seen
     e2e_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    post_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    post_ns: np.ndarray | None = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # None: not seen
+    outcome: np.ndarray | None = None  # per request, OK, ERROR or TIMEOUT (None: every one answered)
     wall_ns: int = 0  # from the barrier's release to the end of the last lookup
     cpu_s: float = 0.0  # this process's CPU time during the window (user + system)
 
@@ -99,8 +102,13 @@ def _open() -> dict[str, LookupKnowledge]:
 
 
 def _failure(config: str, slot: int, exc: BaseException) -> WindowResult:
-    if _barrier is not None:
-        _barrier.abort()  # the others stop waiting for this process
+    return failure(config, slot, exc, _barrier)
+
+
+def failure(config: str, slot: int, exc: BaseException, barrier: Any) -> WindowResult:
+    """``exc`` as a window result the driver can receive (see the module docstring); the barrier is aborted."""
+    if barrier is not None:
+        barrier.abort()  # the others stop waiting for this process
     failed = WindowResult(config=config, slot=slot, ok=False)
     if isinstance(exc, RagEvalError):
         # to the driver as the project's error alone: its cause is pymilvus's or gRPC's, which need not pickle

@@ -18,7 +18,8 @@ import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from rag_eval.experiment.model import ServiceSpec
 
 TOOL = "lookup_knowledge"
 Payload = dict[str, Any]
+Call = Callable[[str], Awaitable[Any]]  # a query text in, the answer (parsed JSON) out
 
 
 def check_payload(value: Any) -> str | None:
@@ -99,11 +101,21 @@ def ask_service(spec: ServiceSpec, queries: Sequence[tuple[str, str]], answers: 
     todo = [(qid, text) for qid, text in queries if qid not in answers.payloads]
     if not todo:
         return
-    ask = _ask_mcp if spec.url or spec.command else _ask_http
-    anyio.run(ask, spec, todo, answers, tick or (lambda n: None))
+    anyio.run(_ask, spec, todo, answers, tick or (lambda n: None))
 
 
-async def _fan_out(spec: ServiceSpec, todo: Sequence[tuple[str, str]], call: Any, answers: Answers,
+async def _ask(spec: ServiceSpec, todo: Sequence[tuple[str, str]], answers: Answers,
+               tick: Callable[[int], None]) -> None:  # fmt: skip
+    try:
+        async with connect(spec) as call:
+            await _fan_out(spec, todo, call, answers, tick)
+    except ServiceError:
+        raise
+    except Exception as exc:  # connecting failed, or the session broke outside a call
+        raise _error(spec, f"cannot be reached or stopped answering ({said(exc)})") from exc
+
+
+async def _fan_out(spec: ServiceSpec, todo: Sequence[tuple[str, str]], call: Call, answers: Answers,
                    tick: Callable[[int], None]) -> None:  # fmt: skip
     """``call(text)`` for every query, ``spec.concurrency`` at a time, each within ``spec.timeout``; the first
     failure stops the others and is raised."""
@@ -126,7 +138,7 @@ async def _fan_out(spec: ServiceSpec, todo: Sequence[tuple[str, str]], call: Any
                 failures.append(_error(spec, f"query {qid!r} {exc.args[0]}"))
                 return
             except Exception as exc:  # the transport's own: the connection closed, the process ended
-                failures.append(_error(spec, f"stopped answering at query {qid!r} ({_said(exc)})"))
+                failures.append(_error(spec, f"stopped answering at query {qid!r} ({said(exc)})"))
                 return
             why = check_payload(raw)
             if why is not None:
@@ -142,7 +154,7 @@ async def _fan_out(spec: ServiceSpec, todo: Sequence[tuple[str, str]], call: Any
     except BaseExceptionGroup as group_error:
         if not failures:
             first = group_error.exceptions[0]
-            failures.append(_error(spec, f"stopped answering ({_said(first)})"))
+            failures.append(_error(spec, f"stopped answering ({said(first)})"))
     if failures:
         raise failures[0]
 
@@ -152,15 +164,28 @@ def _error(spec: ServiceSpec, message: str) -> ServiceError:
                         endpoint=spec.endpoint)  # fmt: skip
 
 
-def _said(exc: BaseException) -> str:
+def said(exc: BaseException) -> str:
     """An exception in a few words (a group: its first)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
-async def _ask_mcp(spec: ServiceSpec, todo: Sequence[tuple[str, str]], answers: Answers,
-                   tick: Callable[[int], None]) -> None:  # fmt: skip
+@asynccontextmanager
+async def connect(spec: ServiceSpec) -> AsyncIterator[Call]:
+    """A connection to ``spec`` as one coroutine function: ``await call(text)`` is the tool's answer to ``text``
+    (parsed, not yet checked: :func:`check_payload`). An error answer, or text that is not JSON, raises
+    :class:`~rag_eval.core.errors.ServiceError`; the transport's own errors and timeouts pass through. Every
+    caller of a service goes through here: a run's ``[service]`` step and ``rag-eval load --service``."""
+    if spec.url or spec.command:
+        async with _mcp(spec) as call:
+            yield call
+    else:
+        yield _http(spec)
+
+
+@asynccontextmanager
+async def _mcp(spec: ServiceSpec) -> AsyncIterator[Call]:
     try:
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters
@@ -170,23 +195,18 @@ async def _ask_mcp(spec: ServiceSpec, todo: Sequence[tuple[str, str]], answers: 
     server: Any = spec.url
     if spec.command:
         server = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=dict(os.environ))
-    try:
-        async with Client(server, read_timeout_seconds=spec.timeout) as client:
+    async with Client(server, read_timeout_seconds=spec.timeout) as client:
 
-            async def call(text: str) -> Any:
-                result = await client.call_tool(TOOL, {"query": text})
-                if result.is_error:
-                    said = " ".join(getattr(c, "text", "") for c in result.content).strip()
-                    raise ServiceError(f"was answered with an error: {said[:300]}", endpoint=spec.endpoint)
-                if result.structured_content is not None:
-                    return result.structured_content
-                return _json(" ".join(getattr(c, "text", "") for c in result.content), spec)
+        async def call(text: str) -> Any:
+            result = await client.call_tool(TOOL, {"query": text})
+            if result.is_error:
+                said = " ".join(getattr(c, "text", "") for c in result.content).strip()
+                raise ServiceError(f"was answered with an error: {said[:300]}", endpoint=spec.endpoint)
+            if result.structured_content is not None:
+                return result.structured_content
+            return _json(" ".join(getattr(c, "text", "") for c in result.content), spec)
 
-            await _fan_out(spec, todo, call, answers, tick)
-    except ServiceError:
-        raise
-    except Exception as exc:  # connecting failed, or the session broke outside a call
-        raise _error(spec, f"cannot be reached or stopped answering ({_said(exc)})") from exc
+        yield call
 
 
 def _json(text: str, spec: ServiceSpec) -> Any:
@@ -197,8 +217,7 @@ def _json(text: str, spec: ServiceSpec) -> Any:
                            endpoint=spec.endpoint) from None  # fmt: skip
 
 
-async def _ask_http(spec: ServiceSpec, todo: Sequence[tuple[str, str]], answers: Answers,
-                    tick: Callable[[int], None]) -> None:  # fmt: skip
+def _http(spec: ServiceSpec) -> Call:
     url = spec.http or ""
 
     def post(text: str) -> Any:
@@ -219,4 +238,4 @@ async def _ask_http(spec: ServiceSpec, todo: Sequence[tuple[str, str]], answers:
     async def call(text: str) -> Any:
         return await anyio.to_thread.run_sync(lambda: post(text), abandon_on_cancel=True)
 
-    await _fan_out(spec, todo, call, answers, tick)
+    return call

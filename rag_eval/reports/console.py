@@ -26,6 +26,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.experiment import Experiment
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.ingest.collection import IngestResult
+from rag_eval.loadtest.document import is_endpoint, measured_on
 from rag_eval.metrics.registry import IDENTITY_TABLE, READING_ORDER
 from rag_eval.reports.display import budget_note, flatten_config, fmt, measure
 from rag_eval.reports.existing import drift_text
@@ -360,10 +361,11 @@ def _escaped(value: str) -> str:
 # -- latency under load -----------------------------------------------------------------------
 
 
-def describe_load(exp: Experiment, settings: LoadSettings, out: Path) -> str:
-    """What a load measurement will do, in one line for its start."""
+def describe_load(exp: Experiment, settings: LoadSettings, out: Path, *, endpoint: str | None = None) -> str:
+    """What a load measurement will do, in one line for its start (``endpoint``: a served one, redacted)."""
+    where = f"the served endpoint {endpoint}" if endpoint else f"Milvus {exp.target.redacted_uri}"
     return (
-        f"load: {exp.name} on Milvus {exp.target.redacted_uri}, clients {list(settings.concurrency)}, "
+        f"load: {exp.name} on {where}, clients {list(settings.concurrency)}, "
         f"{settings.duration_s:g} s per config and level in {settings.rounds} rounds"
         + (f", at most {settings.max_searches} lookups" if settings.max_searches else "")
         + f"; output {out}"
@@ -378,18 +380,18 @@ def print_load(doc: Mapping[str, Any], out: Path) -> None:
 
     machine_load = doc["machine_load"]
     title = (
-        f"latency under load: {doc['experiment']} (Milvus {doc['milvus']['backend']} "
-        f"{doc['milvus']['server_version']}, {doc['machine']['cpus']} CPUs, load average "
+        f"latency under load: {doc['experiment']} ({measured_on(doc)}, {doc['machine']['cpus']} CPUs, load average "
         f"{machine_load['loadavg_start']} -> {machine_load['loadavg_end']})"
     )
     table = Table(title=escape(title))
-    for column in LOAD_COLUMNS:
+    served = is_endpoint(doc)  # a served endpoint's requests can fail: counted in a column of their own
+    for column in (*LOAD_COLUMNS, "errors/timeouts") if served else LOAD_COLUMNS:
         table.add_column(column, justify="left" if column == "config" else "right")
     for r in load_rows(doc):
         table.add_row(
             escape(r["config"]), str(r["clients"]), r["qps"], r["scaling"],
             f"{r['search_p50']}/{r['search_p95']}/{r['search_p99']}", f"{r['e2e_p50']}/{r['e2e_p95']}/{r['e2e_p99']}",
-            r["client_cpu"], r["machine_busy"],
+            r["client_cpu"], r["machine_busy"], *((r["failed"],) if served else ()),
         )  # fmt: skip
     console = Console(width=150)
     console.print(table)

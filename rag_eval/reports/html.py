@@ -34,6 +34,7 @@ from markupsafe import Markup
 from rag_eval.compare.runs import unjudged_note
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import write_text
+from rag_eval.loadtest.document import measured_on
 from rag_eval.reports import chart_data
 from rag_eval.reports.display import budget_note, lead_of, loss_label
 from rag_eval.reports.drilldown import DEFAULT_MAX_QUERIES, build_drilldown
@@ -131,6 +132,7 @@ def render_context(data: ReportData, *, max_queries: int | None = None) -> dict[
         "traffic": traffic_section(data),
         "load": data.load,
         "load_rows": load_rows(data.load) if data.load is not None else [],
+        "load_measured": measured_on(data.load) if data.load is not None else "",
         "mismatch": chart_data.delivered_check(data),
         "drill": drill,
         "drill_json": drill.data,

@@ -20,6 +20,7 @@ from typing import Any
 
 import jinja2
 
+from rag_eval.loadtest.document import is_endpoint, measured_on
 from rag_eval.reports.markdown import md_text
 from rag_eval.reports.templating import environment
 
@@ -51,6 +52,7 @@ def load_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "config": r["config"],
                 "clients": n,
                 "searches": r.get("searches"),
+                "failed": f"{r.get('errors') or 0:,} / {r.get('timeouts') or 0:,}",  # a served endpoint's
                 "qps": _num(qps),
                 "scaling": _num(qps / (n * base), 2) if qps and base else "–",
                 **{f"{s}_p{q}": _ms((lat.get(s) or {}).get(f"p{q}")) for s in ("search", "e2e") for q in (50, 95, 99)},
@@ -84,4 +86,6 @@ def _env() -> jinja2.Environment:
 
 def render_load_markdown(doc: Mapping[str, Any]) -> str:
     """``load.md``: the settings, the backend, the machine and its load, and the table of every level."""
-    return _env().get_template("load.md.j2").render(doc=doc, rows=load_rows(doc))
+    return _env().get_template("load.md.j2").render(
+        doc=doc, rows=load_rows(doc), measured=measured_on(doc), served=is_endpoint(doc)
+    )

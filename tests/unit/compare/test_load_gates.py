@@ -223,3 +223,19 @@ def test_an_accepted_baseline_keeps_its_load_measurement(tmp_path: Path) -> None
     result = judge("fail load:e2e:p99@4 growth <= 20%", slower, against=ComparedRun.from_dir(target))
     assert result.outcome == "fail" and "unpaired" in result.message
     assert judge("fail load:e2e:p99@4 growth <= 20%", run, against=ComparedRun.from_dir(target)).outcome == "pass"
+
+
+def test_a_served_endpoints_load_json_is_gated_end_to_end_and_says_which_gates_do_not_apply(tmp_path: Path) -> None:
+    """A measurement of a served endpoint (rag-eval load --service) has no search stage and no config hash: its
+    end-to-end and QPS gates read it as any other; a search gate is an error that says why."""
+    served = doc(level("cand", 2, [40, 41, 39]))
+    served["configs"] = [{"name": "cand", "hash": None, "served": True}]
+    served["target"] = {"kind": "endpoint", "protocol": "mcp", "endpoint": "http://127.0.0.1:8000/mcp"}
+    served["stages"] = ["e2e"]
+    run = run_with(tmp_path, served)
+    assert judge("fail load:e2e:p99@2 <= 50ms", run).outcome == "pass"
+    assert judge("fail load:qps@2 >= 100", run).outcome == "pass"
+    search = judge("fail load:search:p99@2 <= 50ms", run)
+    assert search.outcome == "error" and "does not apply" in search.message
+    assert "the served endpoint http://127.0.0.1:8000/mcp (MCP)" in search.message
+    assert "end to end only" in search.message
