@@ -23,7 +23,7 @@ SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
 NIGHTLY_EXPERIMENT ?= datasets/incident-kb/experiments/nightly.toml
 CLAPNQ_NIGHTLY := tests/experiments/clapnq-nightly.toml
 
-.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory mutate eval traffic existing traces nightly nightly-clapnq embeddings dataset clean
+.PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory bench-traffic mutate eval traffic existing traces nightly nightly-clapnq embeddings dataset clean
 
 # the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
 $(RUNTIME_STAMP): pyproject.toml
@@ -165,6 +165,13 @@ bench-baseline: $(STAMP)
 BENCH_QUERIES ?= 100000
 bench-memory: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.memory --queries $(BENCH_QUERIES)
+
+# a query log at scale: N distinct log queries x 2 configs, latency off: the replay against a bare batched
+# search loop, the label-free compare, peak memory (MILVUS_URI=http://127.0.0.1:19530 for a server, as the
+# targets are; a Lite file otherwise; about 20 minutes at 100,000 queries)
+TRAFFIC_QUERIES ?= 100000
+bench-traffic: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.traffic_scale --queries $(TRAFFIC_QUERIES) $(if $(MILVUS_URI),--milvus-uri $(MILVUS_URI))
 
 embeddings: $(FULL_STAMP)
 	$(BIN)/rag-eval embed datasets/incident-kb
