@@ -176,23 +176,28 @@ def _normal_interval(statistic: _Statistic, dist: np.ndarray, *, alpha: float) -
     """The observed statistic plus and minus the normal quantile times the resamples' standard deviation
     (Efron and Tibshirani 13.2), and its inversion (the level at which an end sits at 0: the normal curve's
     share below 0), with the Monte Carlo error of that level from the standard deviation's own (relative
-    1 / sqrt(2 (B - 1))); None where a resample is not a number or an output does not vary."""
+    1 / sqrt(2 (B - 1))). An output every resample of which equals its observed value (every unit changed
+    alike) is the limit of that interval: a point, its level 0 or 1 (0.5 at no change) with no Monte Carlo
+    error, which more resamples could not move. None where a resample is not a number, or an output does
+    not vary but differs from its observed value."""
     if np.isnan(dist).any() or not np.isfinite(dist).all():
         return None
     observed = statistic.observed()
     ses = np.std(dist, axis=1, ddof=1)
-    if not (np.isfinite(observed).all() and (ses > 0).all()):
+    point = ses == 0
+    if not np.isfinite(observed).all() or not (dist[point] == observed[point, None]).all():
         return None
     z = float(ndtri(1 - alpha))
-    z_obs = observed / ses
     relative = 1 / math.sqrt(2 * (dist.shape[1] - 1))
-    density = np.exp(-0.5 * z_obs**2) / math.sqrt(2 * math.pi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z_obs = np.where(point, np.sign(observed) * np.inf, observed / np.where(point, 1.0, ses))
+        density = np.exp(-0.5 * z_obs**2) / math.sqrt(2 * math.pi)
+        errors = np.where(point, 0.0, density * np.abs(z_obs) * relative)
+    nulls = np.where(point & (observed == 0), 0.5, ndtr(-z_obs))
     return Interval(
         lows=tuple(float(v) for v in observed - z * ses), highs=tuple(float(v) for v in observed + z * ses),
         ses=tuple(float(v) for v in ses), distributions=tuple(np.asarray(d) for d in dist),
-        nulls=tuple(float(v) for v in ndtr(-z_obs)),
-        null_errors=tuple(float(v) for v in density * np.abs(z_obs) * relative),
-        normal=True,
+        nulls=tuple(float(v) for v in nulls), null_errors=tuple(float(v) for v in errors), normal=True,
     )  # fmt: skip
 
 

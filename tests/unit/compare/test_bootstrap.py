@@ -145,14 +145,28 @@ def test_below_normal_min_units_no_normal_interval_and_no_cap_on_resamples() -> 
     assert not box.normal and box.distributions[0].size == 59
 
 
-def test_a_normal_interval_falls_back_to_the_percentile_one_where_no_resample_varies() -> None:
+@pytest.mark.parametrize(("gain", "level"), [(1.0, 0.0), (-1.0, 1.0), (0.0, 0.5)])
+def test_a_normal_interval_where_every_unit_changed_alike_is_a_point_that_no_resample_moves(
+    gain: float, level: float
+) -> None:
     n = bootstrap.NORMAL_MIN_UNITS
-    a = np.column_stack([np.zeros(n), np.ones(n)])
-    b = np.column_stack([np.ones(n), np.ones(n)])  # every unit gains 1: every resample's difference is 1
+    a = np.column_stack([np.full(n, 0.5), np.ones(n)])
+    b = np.column_stack([np.full(n, 0.5 + gain / 2), np.ones(n)])  # every unit's share moves by gain / 2
+    for resamples in (19, 79):  # more resamples: the same point, the same level, no Monte Carlo error
+        (box,) = intervals([BootTest(kind="rate", baseline=a, candidate=b)], resamples=999, confidence=0.95,
+                           rng=np.random.default_rng(resamples), normal_resamples=resamples)  # fmt: skip
+        assert box.normal and box.lows == box.highs == (gain / 2,) and box.ses == (0.0,)
+        assert box.nulls == (level,) and box.null_errors == (0.0,)
+
+
+def test_a_normal_interval_falls_back_to_the_percentile_one_where_a_resample_is_not_a_number() -> None:
+    n = bootstrap.NORMAL_MIN_UNITS
+    a = np.column_stack([np.zeros(n), np.zeros(n)])  # no denominator anywhere: every share undefined
+    a[0, 1] = 1.0  # but one unit's, which some resamples do not draw
+    b = np.column_stack([np.ones(n), np.ones(n)])
     (box,) = intervals([BootTest(kind="rate", baseline=a, candidate=b)], resamples=99, confidence=0.95,
                        rng=np.random.default_rng(0), normal_resamples=19)  # fmt: skip
-    assert not box.normal and box.lows == (1.0,) and box.highs == (1.0,)
-    assert box.nulls == (1 / 20,)  # the share below 0 kept 1 / (resamples + 1) from 0
+    assert not box.normal
 
 
 def test_every_resample_outside_its_window_is_cumulated_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
