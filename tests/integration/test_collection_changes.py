@@ -62,6 +62,8 @@ def test_a_collection_built_elsewhere_that_changes_during_the_run(
     drop_after(uri, name)
     example_collection(uri, name)
     toml = example_toml(tmp_path, uri, name)
+    with toml.open("a") as f:  # three batches: the change lands between the first and the rest
+        f.write("\n[timing]\nquery_limit = 96\nbatch_size = 32\n")
     if uri.startswith("http"):  # a server's collection is not loaded by a run unless the experiment says so
         toml.write_text(toml.read_text().replace("[collection]\nname", "[collection]\nload = true\nname"))
     out = tmp_path / "run"
