@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice
@@ -98,7 +97,6 @@ class PostProcessOutcome:
     tally: Sequence[tuple[str, int]] | None = field(default=None, repr=False, compare=False)
 
     def stage_counts(self) -> dict[str, int]:
-        """How many candidates ended in each stage (every stage named, 0 when none did)."""
         counts = dict.fromkeys(_STAGE_VALUES, 0)
         if self.tally is not None:
             counts.update(self.tally)
@@ -336,15 +334,17 @@ class EvidencePostProcessor:
         )
 
     def _tally(self, cands: Candidates, order: list[int]) -> tuple[tuple[str, int], ...]:
-        """The trace's stage counts without its entries: a key's first candidate in ``order`` is its head (the
-        rest ``dedup``); a document's first ``max_chunks_per_document`` heads, in any order, pass the cap (no
-        docId: a document of its own), and the first ``return_n`` of those are returned, the rest truncated."""
+        """The trace's stage counts, no entries made: a key's first candidate in ``order`` is its head (the rest
+        ``dedup``); a document's first ``max_chunks_per_document`` heads pass the cap, ``return_n`` of those return."""
         keys, hits = cands.keys, cands.hits
-        first: dict[str, int] = {}
-        for i in order:
-            first.setdefault(keys[i], i)
+        backwards = order[::-1]  # a key's entry is its first candidate in ``order``, written last
+        first = dict(zip(map(keys.__getitem__, backwards), backwards, strict=True))
+        per_doc: dict[str, int] = {}
+        for k, i in first.items():
+            doc = hits[i].doc_id or f"\x00{k}"  # missing docId: own bucket
+            per_doc[doc] = per_doc.get(doc, 0) + 1
         cap = max(self.max_chunks_per_document, 0)
-        kept = sum(min(n, cap) for n in Counter([hits[i].doc_id or f"\x00{k}" for k, i in first.items()]).values())
+        kept = sum(n if n < cap else cap for n in per_doc.values())
         returned = min(kept, max(self.return_n, 0))
         heads = len(first)
         return (
