@@ -33,8 +33,8 @@ def _from_trace(outcome: PostProcessOutcome) -> dict[str, int]:
 def test_the_evidence_tally_is_the_traces_counts(
     hits: list[KnowledgeSearchHit], return_n: int, cap: int, shuffled: bool
 ) -> None:
-    # shuffled: candidates not in the port's rank order (ranks not a range), so the order is sorted
-    cands = to_candidates(hits[::-1]) if shuffled else Candidates.from_hits(hits)
+    # shuffled: candidates handed in against their rank order (ranks not a range: the sorting path)
+    cands = to_candidates(hits)[::-1] if shuffled else Candidates.from_hits(hits)
     out = EvidencePostProcessor(return_n=return_n, max_chunks_per_document=cap)(cands)
     assert isinstance(out.tally, Deferred)
     assert out.stage_counts() == _from_trace(out)
