@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import le
 
@@ -93,9 +93,14 @@ class PostProcessOutcome:
 
     selected: tuple[SelectedEvidence, ...]
     trace: Sequence[TraceEntry]
+    # (stage, count) pairs counted without building the trace (Deferred, like it); None: count the trace
+    tally: Sequence[tuple[str, int]] | None = field(default=None, repr=False, compare=False)
 
     def stage_counts(self) -> dict[str, int]:
         counts = dict.fromkeys(_STAGE_VALUES, 0)
+        if self.tally is not None:
+            counts.update(self.tally)
+            return counts
         for entry in self.trace:
             counts[entry.stage] += 1  # a Stage is its value (a str enum): the same key
         return counts
@@ -322,7 +327,32 @@ class EvidencePostProcessor:
                 selected.append(_new_selection(key, primary, (primary,), primary.hit_reasons))
             else:  # D2: its later copies add their hit reasons
                 selected.append(_selection(key, cands, [i, *more]))
-        return _new_outcome(tuple(selected), Deferred(lambda: self._trace(cands, order, returned)))
+        return _new_outcome(
+            tuple(selected),
+            Deferred(lambda: self._trace(cands, order, returned)),
+            Deferred(lambda: self._tally(cands, order)),
+        )
+
+    def _tally(self, cands: Candidates, order: list[int]) -> tuple[tuple[str, int], ...]:
+        """The trace's stage counts, no entries made: a key's first candidate in ``order`` is its head (the rest
+        ``dedup``); a document's first ``max_chunks_per_document`` heads pass the cap, ``return_n`` of those return."""
+        keys, hits = cands.keys, cands.hits
+        backwards = order[::-1]  # a key's entry is its first candidate in ``order``, written last
+        first = dict(zip(map(keys.__getitem__, backwards), backwards, strict=True))
+        per_doc: dict[str, int] = {}
+        for k, i in first.items():
+            doc = hits[i].doc_id or f"\x00{k}"  # missing docId: own bucket
+            per_doc[doc] = per_doc.get(doc, 0) + 1
+        cap = max(self.max_chunks_per_document, 0)
+        kept = sum(n if n < cap else cap for n in per_doc.values())
+        returned = min(kept, max(self.return_n, 0))
+        heads = len(first)
+        return (
+            ("dedup", len(order) - heads),
+            ("cap", heads - kept),
+            ("truncation", kept - returned),
+            ("returned", returned),
+        )
 
     def _trace(self, cands: Candidates, order: list[int], returned: list[int]) -> list[TraceEntry]:
         """Every candidate's fate: the steps again over the whole order (read by the harness, not production)."""
@@ -462,4 +492,9 @@ def _legacy(cands: Candidates, top_k: int, *, merge: bool) -> PostProcessOutcome
             fates.update((i, (Stage.TRUNCATION, None, None)) for i in members)
         return _trace_order(cands, fates)
 
-    return _new_outcome(tuple(selected), Deferred(trace))
+    def tally() -> tuple[tuple[str, int], ...]:
+        in_kept = sum(len(members) for _, members in kept)
+        others = "merged" if merge else "document_dedup"
+        return ("returned", len(kept)), (others, in_kept - len(kept)), ("truncation", len(cands) - in_kept)
+
+    return _new_outcome(tuple(selected), Deferred(trace), Deferred(tally))

@@ -1,0 +1,74 @@
+"""The traffic replay's own sections on Milvus Lite, beside the bare loop, in one process.
+
+    python -m tests.benchmarks.replay_sections --queries 5000 --dir /tmp/sections [--label before]
+
+The log of :mod:`tests.benchmarks.traffic_scale` (N variants of the data set's queries, vectors cached, latency
+off, the ``legacy-merge`` and ``evidence`` configs) is run by ``rag_eval.jobs.run_experiment``, then the bare loop
+(``traffic_scale._bare``) runs on the same collection. Wall-clock sections, no profiler: ``Replayer.rows`` (the
+rows, ``build_row``), ``RunStore.write_batch`` (the Parquet parts), ``Replayer._post_process`` and
+``MilvusSearch.search_batch`` (the replay's and the bare loop's). Prints one JSON line: the replay's seconds
+(from the run's summary), the bare loop's, their ratio, and each section's seconds; ``own`` is rows + parts.
+Run it on two trees one after the other (``PYTHONPATH``), alternating, to compare them in one session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rag_eval import jobs
+from rag_eval.replay.batches import Replayer
+from rag_eval.rundir.directory import RunStore
+from rag_eval.search.milvus import MilvusSearch
+from tests.benchmarks import traffic_scale
+
+SECTIONS = {
+    "rows": (Replayer, "rows"),
+    "write_batch": (RunStore, "write_batch"),
+    "post_process": (Replayer, "_post_process"),
+    "search_batch": (MilvusSearch, "search_batch"),
+}
+
+
+def _timed(spent: dict[str, float], name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            spent[name] += time.perf_counter() - started
+
+    return timed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=5_000)
+    parser.add_argument("--dir", required=True, help="the Lite file, the log and the runs (reused between runs)")
+    parser.add_argument("--label", default="run")
+    args = parser.parse_args()
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    spent = dict.fromkeys(SECTIONS, 0.0)
+    for name, (cls, attr) in SECTIONS.items():
+        setattr(cls, attr, _timed(spent, name, getattr(cls, attr)))
+    exp, texts, collection = traffic_scale._experiment(str(root / "milvus.db"), root, args.queries)
+    out = root / f"run-{args.label}"
+    shutil.rmtree(out, ignore_errors=True)
+    result = jobs.run_experiment(exp, out)  # type: ignore[arg-type]
+    replay = float(result.summary["latency"]["search"]["replay_seconds"])
+    bare = traffic_scale._bare(exp, texts, collection)
+    line = {"label": args.label, "queries": args.queries, "replay": replay, "bare": bare, "ratio": replay / bare,
+            "own": spent["rows"] + spent["write_batch"], **spent}  # fmt: skip
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in line.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
