@@ -9,7 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from rag_eval.loadtest import endpoint
 from rag_eval.loadtest.driver import Window, requests_table, summarise_level
 from rag_eval.loadtest.endpoint import EndpointSetup
 from rag_eval.loadtest.worker import ERROR, OK, TIMEOUT, WindowResult
+from tests.unit.loadtest.http_fake import answer_json, serving
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -39,22 +40,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(500)
             self.end_headers()
             return
-        body = {"query": query, "evidence": [] if "junk" not in query else "x"}
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        answer_json(self, {"query": query, "evidence": [] if "junk" not in query else "x"})
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/lookup"
-    server.shutdown()
+    with serving(_Handler) as address:
+        yield address
 
 
 def _window(url: str, queries: tuple[str, ...], *, timeout: float = 5.0, cap: int | None = 6) -> WindowResult:

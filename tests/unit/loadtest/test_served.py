@@ -5,10 +5,9 @@ load.json names the endpoint without credentials, holds end-to-end latencies onl
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from rag_eval.reports.console import print_load
 from rag_eval.reports.loadtest import load_rows, render_load_markdown
 from rag_eval.rundir.reader import read_load
 from tests.conftest import SHIPPED
+from tests.unit.loadtest.http_fake import answer_json, serving
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -32,19 +32,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         query = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["query"]
-        data = json.dumps({"query": query, "evidence": [{"document_id": "d#chunk-0", "content": "x"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        answer_json(self, {"query": query, "evidence": [{"document_id": "d#chunk-0", "content": "x"}]})
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/lookup"
-    server.shutdown()
+    with serving(_Handler) as address:
+        yield address
 
 
 def test_the_target_names_the_endpoint_without_credentials() -> None:
