@@ -422,13 +422,7 @@ def measure_load(
         target=target, configs=specs, queries=tuple(queries), normalized=tuple(normalized), vectors=vectors,
         warmup=settings.warmup,
     )  # fmt: skip
-    clock = provenance.Clock.start()
-    start_load = loadavg()
-    windows, levels = measure_windows(setup, settings, tick=lambda n: progress.tick("load", n), log=progress.log)
-    identity = {
-        "experiment": exp.name,
-        "source": exp.source,
-        "run": dict(run) if run is not None else {"started": None, "fingerprint": None},
+    described = {
         "target": {"kind": "milvus", "uri": target.redacted_uri},
         "milvus": {
             "uri": target.redacted_uri,
@@ -450,6 +444,25 @@ def measure_load(
             }
             for s in specs
         ],
+    }
+    return measured_result(exp, setup, settings, run=run, progress=progress, described=described)
+
+
+def measured_result(
+    exp: Experiment, setup: Setup, settings: LoadSettings, *, run: Mapping[str, Any] | None, progress: Progress,
+    described: Mapping[str, Any],
+) -> LoadResult:  # fmt: skip
+    """Every level measured on ``setup``, timed and with the machine's load around it, as ``load.json``
+    says it: the experiment and ``run`` (None for a measurement on its own) beside ``described`` (the
+    caller's target, Milvus and config facts)."""
+    clock = provenance.Clock.start()
+    start_load = loadavg()
+    windows, levels = measure_windows(setup, settings, tick=lambda n: progress.tick("load", n), log=progress.log)
+    identity = {
+        "experiment": exp.name,
+        "source": exp.source,
+        "run": dict(run) if run is not None else {"started": None, "fingerprint": None},
+        **described,
     }
     machine_load = {"loadavg_start": start_load, "loadavg_end": loadavg(), "levels": levels}
     return build_result(

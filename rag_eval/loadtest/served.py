@@ -19,9 +19,8 @@ from rag_eval.experiment import Experiment
 from rag_eval.experiment.load_table import LoadSettings
 from rag_eval.experiment.load_target import served_config
 from rag_eval.experiment.model import ServiceSpec
-from rag_eval.loadtest.driver import LoadResult, build_result, loadavg, measure_windows
+from rag_eval.loadtest.driver import LoadResult, measured_result
 from rag_eval.loadtest.endpoint import EndpointSetup
-from rag_eval.replay import provenance
 from rag_eval.replay.prepare import Progress
 
 
@@ -54,18 +53,9 @@ def measure_endpoint_load(
     name = served_config(exp, spec)
     setup = EndpointSetup(service=spec, config=name, queries=tuple(queries), warmup=settings.warmup)
     progress.phase("load", len(settings.concurrency) * settings.rounds)
-    clock = provenance.Clock.start()
-    start_load = loadavg()
-    windows, levels = measure_windows(setup, settings, tick=lambda n: progress.tick("load", n), log=progress.log)
-    identity = {
-        "experiment": exp.name,
-        "source": exp.source,
-        "run": dict(run) if run is not None else {"started": None, "fingerprint": None},
+    described = {
         "target": endpoint_target(spec),
         "milvus": None,  # behind the endpoint, not seen from here
         "configs": [{"name": name, "hash": None, "served": True}],  # what the service runs is not known here
     }
-    machine_load = {"loadavg_start": start_load, "loadavg_end": loadavg(), "levels": levels}
-    return build_result(
-        windows, settings=settings, setup=setup, identity=identity, clock=clock, machine_load=machine_load
-    )
+    return measured_result(exp, setup, settings, run=run, progress=progress, described=described)
