@@ -25,7 +25,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from rag_eval.compare.catalog import RATIO_KINDS, Kind
-from rag_eval.compare.orderstats import count_down, interpolate, narrowest
+from rag_eval.compare.orderstats import count_down, cumulate, interpolate, narrowest
 
 __all__ = [
     "BCA_MAX_UNITS", "COUNTS_PER_BLOCK", "NORMAL_MIN_UNITS", "NORMAL_RESAMPLES", "BootTest", "Interval", "count_blocks",
@@ -357,7 +357,7 @@ class _Side:
     def order_statistics(self, counts: np.ndarray, below: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The values of the two ranks in every resample (``below``: its count of units under the window)."""
         window = counts[self.order[self.lo : self.hi]]
-        np.cumsum(window, axis=0, out=window)
+        cumulate(window)
         window += below.astype(window.dtype)[None, :]
         out = []
         for k in self.ranks:
@@ -365,7 +365,7 @@ class _Side:
             outside = (below > k) | (window[-1] <= k)
             if outside.any():  # beyond the window: those resamples cumulated in full
                 full = counts[:, outside][self.order]
-                np.cumsum(full, axis=0, out=full)
+                cumulate(full)
                 at[outside] = count_down(full <= k)
             out.append(self.sorted[at])
         return out[0], out[1]
