@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +19,46 @@ from mcp.client.stdio import StdioServerParameters
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.lookup import LookupKnowledge
-from rag_eval.search.milvus import MilvusSearch
+from rag_eval.search.milvus import MilvusSearch, is_server_uri
 from rag_eval.serve.service import payload_dict
 from tests.integration.serve_kit import QUERIES, ROOT, build_kb, encode, env, free_port, serve_argv, wait_healthy
 
 PROPERTIES = "rag.pipeline=evidence\nrag.retrieve-k=20\nrag.return-n=5\nrag.max-chunks-per-document=2\n"
 
 
+@pytest.fixture(scope="module")
+def server_kb(server_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The knowledge base on the session's server, built once for this module's server tests: they only read it
+    (the services search it), and a collection on the server costs seconds of flush, index and load."""
+    from rag_eval.search.milvus import MilvusStore
+
+    name = f"t_serve_{uuid.uuid4().hex[:8]}"
+    target = build_kb(server_uri, name)
+    try:
+        yield _kb(server_uri, name, tmp_path_factory.mktemp("serve-kb"))
+    finally:
+        with MilvusStore(target) as store:
+            store.drop()
+
+
 @pytest.fixture
-def kb(milvus_uri: str, collection_name: str, tmp_path: Path, drop_after: Callable[[str, str], None]) -> dict[str, Any]:
-    """The knowledge base, its config, and the in-process tool's payloads of every query (the Lite file is
-    closed again before a service opens it)."""
+def kb(milvus_uri: str, collection_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The knowledge base, its config, and the in-process tool's payloads of every query: a fresh Lite file for
+    each test (closed again before a service opens it), one collection for the module on the server."""
+    if is_server_uri(milvus_uri):
+        return dict(request.getfixturevalue("server_kb"))
     build_kb(milvus_uri, collection_name)
-    drop_after(milvus_uri, collection_name)
-    props = tmp_path / "evidence.properties"
+    return _kb(milvus_uri, collection_name, tmp_path)
+
+
+def _kb(uri: str, collection: str, folder: Path) -> dict[str, Any]:
+    props = folder / "evidence.properties"
     props.write_text(PROPERTIES)
-    target = _target(milvus_uri, collection_name)
+    target = _target(uri, collection)
     with MilvusSearch(target, encode) as port:
         tool = LookupKnowledge(port, RagConfig.from_properties_file(props))
         expected = {q: payload_dict(tool.lookup_knowledge(q)) for q in QUERIES}
-    return {"uri": milvus_uri, "collection": collection_name, "properties": props, "expected": expected}
+    return {"uri": uri, "collection": collection, "properties": props, "expected": expected}
 
 
 def _target(uri: str, collection: str) -> Any:
