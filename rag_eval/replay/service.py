@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -188,13 +189,15 @@ async def connect(spec: ServiceSpec) -> AsyncIterator[Call]:
 async def _mcp(spec: ServiceSpec) -> AsyncIterator[Call]:
     try:
         from mcp import Client
-        from mcp.client.stdio import StdioServerParameters
+        from mcp.client.stdio import StdioServerParameters, stdio_client
     except ImportError as exc:  # pragma: no cover - the extra is part of dev
         raise ServiceError("an MCP [service] needs the MCP SDK: pip install 'rag-eval[serve]'",
                            endpoint=spec.endpoint) from exc  # fmt: skip
     server: Any = spec.url
-    if spec.command:
-        server = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=dict(os.environ))
+    if spec.command:  # the service's stderr to this process's stderr as it is now (the SDK's default is the one
+        # of when it was imported, which a caller may have closed since: "I/O operation on closed file")
+        params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=dict(os.environ))
+        server = stdio_client(params, errlog=sys.stderr)
     async with Client(server, read_timeout_seconds=spec.timeout) as client:
 
         async def call(text: str) -> Any:

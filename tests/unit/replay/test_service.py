@@ -139,6 +139,27 @@ def test_an_mcp_service_over_stdio_answers_every_query(tmp_path: Path) -> None:
     assert {q: p["query"] for q, p in answers.payloads.items()} == dict(QUERIES[:4])
 
 
+def test_an_mcp_service_over_stdio_does_not_write_to_the_stderr_the_sdk_was_imported_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's stdio client takes ``sys.stderr`` as it was when the SDK was imported; a caller that has closed
+    that stream since (a second in-process pytest session, an embedding application) still gets its answers."""
+    import sys
+
+    from mcp.client import stdio
+
+    closed = (tmp_path / "closed.txt").open("w")
+    closed.close()
+    inner: Any = stdio.stdio_client  # under asynccontextmanager: the function its defaults are bound to
+    monkeypatch.setattr(inner.__wrapped__, "__defaults__", (closed,))
+    monkeypatch.setattr(sys, "stderr", (tmp_path / "now.txt").open("w"))
+    answers = Answers(tmp_path / "a.jsonl", resume=False)
+    ask_service(_mcp(), QUERIES[:2], answers)
+    answers.close()
+    sys.stderr.close()
+    assert list(answers.payloads) == ["q0", "q1"]
+
+
 def test_an_mcp_tool_error_names_the_query(tmp_path: Path) -> None:
     answers = Answers(tmp_path / "a.jsonl", resume=False)
     with pytest.raises(ServiceError, match=r"query 'q1' was answered with an error: .*knowledge base is unavailable"):
