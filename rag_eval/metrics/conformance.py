@@ -43,7 +43,7 @@ def first_difference(expected: Mapping[str, Any], given: Mapping[str, Any]) -> s
         return "query"
     want, got = list(expected.get("evidence") or []), list(given.get("evidence") or [])
     for i, (a, b) in enumerate(zip(want, got, strict=False)):
-        for key in (*FIELDS, *sorted(set(a) | set(b) - set(FIELDS))):
+        for key in (*FIELDS, *sorted((set(a) | set(b)) - set(FIELDS))):
             if not _same(a.get(key), b.get(key)):
                 return f"evidence[{i}].{key}"
     if len(want) != len(got):
@@ -52,7 +52,7 @@ def first_difference(expected: Mapping[str, Any], given: Mapping[str, Any]) -> s
     for key in sorted(set(hints_a) | set(hints_b)):
         if hints_a.get(key) != hints_b.get(key):
             return f"hints.{key}"
-    for key in sorted(set(expected) | set(given) - {"query", "evidence", "hints"}):
+    for key in sorted((set(expected) | set(given)) - {"query", "evidence", "hints"}):
         if expected.get(key) != given.get(key):
             return key
     return None

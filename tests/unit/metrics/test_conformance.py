@@ -4,6 +4,7 @@ against pytrec_eval on the delivered chunks (an oracle that reads neither the ro
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -95,3 +96,33 @@ def test_payload_measures_match_pytrec_eval_on_the_delivered_chunks() -> None:
             "ndcg_cut_1": "chunk:nDCG@1", "ndcg_cut_3": "chunk:nDCG@3", "success_1": "chunk:Success@1",
             "success_3": "chunk:Success@3", "recip_rank": "chunk:RR"}  # fmt: skip
     assert {n: got[ours[n]] for n in names} == pytest.approx(mean)
+
+
+@pytest.mark.parametrize(
+    ("given", "where"),
+    [
+        ({**PAYLOAD, "hints": {**PAYLOAD["hints"], "topics": ["lag"]}}, "hints.topics"),  # a hint only one side has
+        ({**PAYLOAD, "trace_id": "abc"}, "trace_id"),  # a top-level key only the service sends
+        (_changed(("evidence", 0, "score"), "0.9"), "evidence[0].score"),  # a number is not its text
+        (_changed(("evidence", 0, "score"), float("nan")), "evidence[0].score"),  # NaN is no number but NaN
+    ],
+)
+def test_a_key_or_value_one_side_lacks_is_a_difference(given: dict[str, Any], where: str) -> None:
+    assert first_difference(PAYLOAD, given) == where
+
+
+def test_not_a_number_on_both_sides_and_hints_missing_or_empty_are_no_difference() -> None:
+    nan = _changed(("evidence", 0, "score"), float("nan"))
+    assert first_difference(nan, json.loads(json.dumps(nan))) is None  # two NaNs, as two JSON answers give them
+    assert first_difference({**PAYLOAD, "hints": None}, {**PAYLOAD, "hints": {}}) is None
+
+
+def test_unscoped_excerpts_are_counted_for_every_query_judged_or_not() -> None:
+    """A legacy service's excerpts (its document_id is the source) count as unscoped in the labelled queries'
+    payloads and in the log's; a log payload's vector id is looked up as any other."""
+    legacy = {"query": "q", "evidence": [{"document_id": "kb/lag.md"}, {"document_id": "kb/disk.md"}], "hints": {}}
+    logged = {"query": "t", "evidence": [{"document_id": "kb/x.md"}, {"document_id": "vector:41"}], "hints": {}}
+    relevance = {"q1": {"lag#chunk-0": 1}, "q2": {"disk#chunk-3": 1}}
+    got = payload_measures({"q1": legacy, "q2": legacy, "t1": logged}, relevance, {"41": "disk#chunk-3"}.get, [1])
+    assert (got["queries"], got["judged_queries"], got["unscoped_excerpts"]) == (3, 2, 5)
+    assert got["chunk:P@1"] == 0.0 and got["chunk:RR"] == 0.0  # nothing delivered, and it says so

@@ -111,3 +111,67 @@ def test_rows_of_each_origin() -> None:
     labelled = [q for b in of_origin(rows, "labelled", ["query_id"]) for q in b.column("query_id").to_pylist()]
     traffic = [q for b in of_origin(rows, "traffic", ["query_id"]) for q in b.column("query_id").to_pylist()]
     assert labelled == ["q1", "q2"] and traffic == ["t1"]  # a missing origin is labelled
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2, 8192])
+def test_the_values_do_not_depend_on_how_the_rows_are_batched(monkeypatch: pytest.MonkeyPatch, batch_rows: int) -> None:
+    from rag_eval.metrics import perquery
+
+    rows = _rows(
+        ("t1", "evidence", ["a#chunk-0", "a#chunk-1"], 3),
+        ("t1", "wide", ["a#chunk-1"], 3),
+        ("t2", "evidence", ["b#chunk-0"], 5),
+        ("t2", "wide", [], 5),
+        ("t3", "evidence", ["c#chunk-0"], 2),
+    )
+    monkeypatch.setattr(perquery, "BATCH_ROWS", batch_rows)
+    v = overlap_values(rows, CONFIGS)
+    assert v["query_id"].tolist() == ["t1", "t1", "t2", "t2", "t3"]
+    assert v["config"].tolist() == ["evidence", "wide", "evidence", "wide", "evidence"]
+    assert v[PREFIX + "changed"].tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
+    assert v[PREFIX + "jaccard"].tolist() == [1.0, 0.5, 1.0, 0.0, 1.0]
+    assert v[PREFIX + "requests"].tolist() == [3.0, 3.0, 5.0, 5.0, 2.0]
+    assert v[PREFIX + "changed_requests"].tolist() == [0.0, 3.0, 0.0, 5.0, 0.0]
+    assert v[PREFIX + "empty"].tolist() == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert v[PREFIX + "multi_doc"].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("batch_rows", [1, 8192])
+def test_a_query_without_a_count_is_asked_once(monkeypatch: pytest.MonkeyPatch, batch_rows: int) -> None:
+    """A log row whose count is missing, and rows written before queries had counts (no column), count one
+    request each."""
+    from rag_eval.metrics import perquery
+
+    monkeypatch.setattr(perquery, "BATCH_ROWS", batch_rows)
+    rows = _rows(("t1", "evidence", ["a#chunk-0"], 4), ("t1", "wide", ["b#chunk-0"], 4))
+    rows["occurrences"] = pd.array([None, None], dtype="Int64")
+    v = overlap_values(rows, CONFIGS)
+    assert v[PREFIX + "requests"].tolist() == [1.0, 1.0] and v[PREFIX + "changed_requests"].tolist() == [0.0, 1.0]
+    older = _rows(("t1", "evidence", ["a#chunk-0"], 4), ("t1", "wide", ["b#chunk-0"], 4), ("t2", "wide", [], 4))
+    v = overlap_values(older.drop(columns=["occurrences"]), CONFIGS)
+    assert v[PREFIX + "requests"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_every_figure_of_a_traffic_summary_is_named_and_pinned() -> None:
+    rows = _rows(
+        ("t1", "evidence", ["a#chunk-0", "b#chunk-0"], 2),
+        ("t1", "wide", ["a#chunk-0", "a#chunk-1"], 2),  # a document twice, half the set shared
+        ("t2", "evidence", ["c#chunk-0"], 1),
+        ("t2", "wide", [], 1),  # nothing delivered
+    )
+    v = overlap_values(rows, CONFIGS)
+    s = traffic_summary({"queries": 2}, v[v["config"] == "wide"])
+    assert s["jaccard"] == pytest.approx((1 / 3 + 0.0) / 2)
+    assert s["empty_payloads"] == 0.5 and s["multi_chunk_payloads"] == 0.5
+    assert (s["payload_changed"], s["requests_changed"], s["requests"]) == (1.0, 1.0, 3)
+
+
+def test_a_config_with_no_log_rows_has_a_summary_of_no_numbers() -> None:
+    s = traffic_summary({"queries": 0}, overlap_values(_rows(("t1", "evidence", ["a#chunk-0"], 1)), CONFIGS).iloc[0:0])
+    assert s["requests"] == 0 and s["rbo_bins"] == [0] * 11
+    assert all(math.isnan(s[k]) for k in ("payload_changed", "requests_changed", "jaccard", "rbo", "empty_payloads"))
+
+
+def test_an_unknown_chunk_is_its_own_document_whatever_its_name() -> None:
+    # a row no document is known for: its id is not read as a document's, even where it looks like one
+    assert multi_chunk_document(["unknown:x#chunk-1", "unknown:x#chunk-2"]) is False
