@@ -61,6 +61,36 @@ def test_a_fast_constructor_refuses_a_post_init() -> None:
         fast_constructor(KnowledgeSearchRequest)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Base:
+    a: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Derived(_Base):  # its own slots are its own fields' (b), its fields are a and b
+    b: int
+
+
+class _Slotted:  # a base of no fields and no slots of its own
+    __slots__ = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _OnABase(_Slotted):  # its slots are its fields: only the base tells it apart
+    a: int
+
+
+def _named(field: str) -> type:
+    return dataclasses.make_dataclass("Named", [(field, int)], frozen=True, slots=True)
+
+
+@pytest.mark.parametrize("cls", [_Derived, _OnABase, *(_named(f) for f in ("obj", "new", "twin", "cls"))],
+                         ids=["inherited fields", "a base class", "obj", "new", "twin", "cls"])  # fmt: skip
+def test_a_fast_constructor_refuses_a_base_class_or_a_field_named_as_its_own_names(cls: type) -> None:
+    with pytest.raises(TypeError, match="a base class, slots not its fields, or a field named obj/new/twin/cls"):
+        fast_constructor(cls)
+
+
 def test_candidates_from_hits_are_the_candidates_to_candidates_makes() -> None:
     hits = [hit("7", 0.5, "d", 0), hit("8", 0.4, "d", None), hit(None, 0.3)]
     cands = Candidates.from_hits(hits)

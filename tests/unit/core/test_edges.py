@@ -92,3 +92,14 @@ def test_a_tie_at_the_cut_off_running_to_the_end_of_the_page_asks_for_a_wider_se
     assert not tie_may_continue(page(0.9, 0.5), top_k=2, width=2)  # nothing beyond the cut-off asked for
     assert tie_may_continue(page(0.9, math.nan, math.nan), top_k=2, width=3)  # NaNs tie with each other
     assert not tie_may_continue(page(0.9, -math.inf, math.nan), top_k=2, width=3)  # NaN is not minus infinity
+
+
+@pytest.mark.parametrize("kind", ["EmbedderRequestError", "EmbeddingEndpointError", "ServiceError"])
+def test_an_endpoint_error_names_its_endpoint_and_survives_pickling(kind: str) -> None:
+    from rag_eval.core import errors
+
+    cls = getattr(errors, kind)
+    err = cls("answered 503 three times", endpoint="http://127.0.0.1:8000/v1")
+    assert err.endpoint == "http://127.0.0.1:8000/v1" and str(err) == "answered 503 three times"
+    back = pickle.loads(pickle.dumps(err))
+    assert (type(back), str(back), back.endpoint, back.exit_code) == (cls, str(err), err.endpoint, err.exit_code)

@@ -248,3 +248,10 @@ def test_the_html_labels_are_the_registry_labels(run: Path) -> None:
         assert items and {item.label for item in items} <= {m.label for m in declared(CUTOFFS)}
     compared = json.loads((run / "compare.json").read_text())["comparisons"][0]["metrics"]
     assert all(m["label"] == find(m["metric"]).label for m in compared)  # type: ignore[union-attr]
+
+
+def test_a_traffic_measure_is_compared_exactly_when_its_labelled_one_is() -> None:
+    from rag_eval.metrics.registry import find, on_traffic
+
+    assert on_traffic(find("n_cap_violations")).compared is None  # a count: shown, never compared
+    assert on_traffic(find("duplicate_rate")).compared is not None
