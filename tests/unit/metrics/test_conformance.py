@@ -126,3 +126,9 @@ def test_unscoped_excerpts_are_counted_for_every_query_judged_or_not() -> None:
     got = payload_measures({"q1": legacy, "q2": legacy, "t1": logged}, relevance, {"41": "disk#chunk-3"}.get, [1])
     assert (got["queries"], got["judged_queries"], got["unscoped_excerpts"]) == (3, 2, 5)
     assert got["chunk:P@1"] == 0.0 and got["chunk:RR"] == 0.0  # nothing delivered, and it says so
+
+
+def test_a_top_level_key_both_sides_send_alike_is_no_difference() -> None:
+    same = {**PAYLOAD, "trace_id": "abc", "model": "m1"}
+    assert first_difference(same, copy.deepcopy(same)) is None
+    assert first_difference(same, {**same, "model": "m2"}) == "model"

@@ -175,3 +175,43 @@ def test_a_config_with_no_log_rows_has_a_summary_of_no_numbers() -> None:
 def test_an_unknown_chunk_is_its_own_document_whatever_its_name() -> None:
     # a row no document is known for: its id is not read as a document's, even where it looks like one
     assert multi_chunk_document(["unknown:x#chunk-1", "unknown:x#chunk-2"]) is False
+
+
+def test_the_payloads_of_one_config_by_query() -> None:
+    from rag_eval.metrics.labelfree import payloads_of
+
+    rows = _rows(("t1", "evidence", ["a#chunk-0"], 1), ("t1", "wide", ["b#chunk-0"], 1), ("t2", "evidence", [], 1))
+    rows.loc[len(rows)] = ["q1", "evidence", "labelled", 1, ["z#chunk-0"], ["z#chunk-0"]]  # not the log's
+    rows["member_keys"] = rows["member_keys"].astype(object)
+    rows.at[2, "member_keys"] = None  # a row that delivered nothing may carry no list
+    assert payloads_of(rows, "evidence") == {"t1": ["a#chunk-0"], "t2": []}
+    assert payloads_of(rows, "wide") == {"t1": ["b#chunk-0"]}
+    assert payloads_of(rows, "nobody") == {}
+
+
+def test_against_another_runs_payloads_the_overlap_is_measured_between_the_two_runs() -> None:
+    """A nightly: each query's payload now against the same config's payload in the accepted night; the baseline
+    side reads as a payload against itself; a query only one run has is not compared."""
+    from rag_eval.metrics.labelfree import against_payloads
+
+    index = pd.Index(["t1", "t2", "t3"], name="query_id")
+    cand = pd.DataFrame({PREFIX + "requests": [4.0, 1.0, 2.0]}, index=index)
+    base = pd.DataFrame({"x": [0.0, 0.0, 0.0]}, index=index)
+    then = {"t1": ["a#chunk-0", "a#chunk-1"], "t2": ["c#chunk-0"]}
+    now = {"t1": ["a#chunk-1", "a#chunk-0"], "t2": ["c#chunk-0"], "t3": ["d#chunk-0"]}
+    b, c = against_payloads(base, cand, (then, now))
+    assert c[PREFIX + "changed"].tolist()[:2] == [1.0, 0.0] and math.isnan(c[PREFIX + "changed"].iloc[2])
+    assert c[PREFIX + "jaccard"].tolist()[:2] == [1.0, 1.0] and c[PREFIX + "top_changed"].tolist()[:2] == [1.0, 0.0]
+    assert c[PREFIX + "rbo"].iloc[0] == pytest.approx(rbo(then["t1"], now["t1"])) and c[PREFIX + "rbo"].iloc[1] == 1.0
+    assert math.isnan(c[PREFIX + "rbo"].iloc[2]) and math.isnan(c[PREFIX + "jaccard"].iloc[2])
+    assert c[PREFIX + "changed_requests"].tolist()[:2] == [4.0, 0.0]
+    assert b[PREFIX + "changed"].tolist()[:2] == [0.0, 0.0] and b[PREFIX + "rbo"].tolist()[:2] == [1.0, 1.0]
+    assert b[PREFIX + "jaccard"].tolist()[:2] == [1.0, 1.0] and b[PREFIX + "top_changed"].tolist()[:2] == [0.0, 0.0]
+    assert b[PREFIX + "changed_requests"].tolist()[:2] == [0.0, 0.0]
+    assert b[PREFIX + "requests"].tolist()[:2] == [4.0, 1.0]
+    assert all(math.isnan(b[PREFIX + n].iloc[2]) for n in ("changed", "rbo", "changed_requests", "requests"))
+    assert list(b["x"]) == [0.0, 0.0, 0.0] and "x" not in c  # the sides keep their own columns, copied
+    assert PREFIX + "changed" not in base and PREFIX + "changed" not in cand
+    no_counts = pd.DataFrame(index=index)  # values read before a log kept counts: one request a query
+    _, c = against_payloads(base, no_counts, (then, now))
+    assert c[PREFIX + "changed_requests"].tolist()[:2] == [1.0, 0.0]
