@@ -212,6 +212,9 @@ def test_against_another_runs_payloads_the_overlap_is_measured_between_the_two_r
     assert all(math.isnan(b[PREFIX + n].iloc[2]) for n in ("changed", "rbo", "changed_requests", "requests"))
     assert list(b["x"]) == [0.0, 0.0, 0.0] and "x" not in c  # the sides keep their own columns, copied
     assert PREFIX + "changed" not in base and PREFIX + "changed" not in cand
+    gone = pd.Index(["t1", "t4"], name="query_id")  # t4: in the accepted night only, not asked now
+    _, c = against_payloads(base.iloc[:2].set_axis(gone), cand.iloc[:2].set_axis(gone), ({**then, "t4": ["e"]}, now))
+    assert c[PREFIX + "changed"].iloc[0] == 1.0 and math.isnan(c[PREFIX + "changed"].iloc[1])
     no_counts = pd.DataFrame(index=index)  # values read before a log kept counts: one request a query
     _, c = against_payloads(base, no_counts, (then, now))
     assert c[PREFIX + "changed_requests"].tolist()[:2] == [1.0, 0.0]
