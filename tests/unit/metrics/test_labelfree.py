@@ -4,7 +4,9 @@ requests, the RBO histogram, and the rows of each origin."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -218,3 +220,70 @@ def test_against_another_runs_payloads_the_overlap_is_measured_between_the_two_r
     no_counts = pd.DataFrame(index=index)  # values read before a log kept counts: one request a query
     _, c = against_payloads(base, no_counts, (then, now))
     assert c[PREFIX + "changed_requests"].tolist()[:2] == [1.0, 0.0]
+
+
+def _logged_rows() -> pd.DataFrame:
+    """Two configs' synthetic rows of the same 40 queries, as a query log's (origin traffic, with counts), beside
+    10 labelled rows of each config that must not count."""
+    import pyarrow as pa
+
+    from tests.benchmarks import synthetic
+
+    parts = []
+    for config, seed in (("legacy", 3), ("evidence", 4)):
+        table = synthetic.per_query_table(50, config=config, seed=seed).to_pandas()
+        table["origin"] = ["traffic"] * 40 + ["labelled"] * 10
+        table["occurrences"] = [1 + i % 4 for i in range(50)]
+        parts.append(table)
+    return pa.Table.from_pandas(pd.concat(parts, ignore_index=True), preserve_index=False).to_pandas()
+
+
+LOGGED_CONFIGS = [
+    {"name": "legacy", "cap": None, "cap_aware": None, "return_n": 20, "baseline": True},
+    {"name": "evidence", "cap": 2, "cap_aware": 2, "return_n": 20},
+]
+
+
+def test_the_logs_values_are_its_rows_measures_and_overlaps_under_traffic_names() -> None:
+    from rag_eval.metrics.labelfree import traffic_values
+    from rag_eval.metrics.measures import query_values
+
+    rows = _logged_rows()
+    asked: list[tuple[str, ...]] = []
+
+    def source(columns: Sequence[str]) -> pd.DataFrame:
+        asked.append(tuple(columns))
+        return rows[[c for c in columns if c in rows.columns]]
+
+    got = traffic_values(source, configs=LOGGED_CONFIGS, cutoffs=[1, 5])
+    plain = query_values(rows, configs=LOGGED_CONFIGS, cutoffs=[1, 5], origin="traffic")
+    overlap = overlap_values(rows, LOGGED_CONFIGS)
+    assert len(got) == 80 and set(got["query_id"]) == set(rows["query_id"][rows["origin"] == "traffic"])
+    assert {"query_id", "config", "judged"} <= set(got.columns)  # the keys keep their names
+    measured = [c for c in plain.columns if c not in ("query_id", "config", "judged")]
+    assert measured and all(PREFIX + c in got.columns and c not in got.columns for c in measured)
+    merged = plain.rename(columns={c: PREFIX + c for c in measured}).merge(overlap, on=["query_id", "config"])
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), merged.reset_index(drop=True), check_like=True)
+    assert len(asked) == 2 and "origin" in asked[0] and "origin" in asked[1] and "member_keys" in asked[1]
+
+
+def test_a_configs_traffic_summary_is_its_log_rows_summary_and_overlap() -> None:
+    from rag_eval.metrics.labelfree import summarize_traffic
+    from rag_eval.metrics.measures import summarize
+
+    rows = _logged_rows()
+    got = summarize_traffic(lambda cols: rows[[c for c in cols if c in rows.columns]], configs=LOGGED_CONFIGS,
+                            cutoffs=[1, 5])  # fmt: skip
+    summaries, _ = summarize(rows, configs=LOGGED_CONFIGS, cutoffs=[1, 5], origin="traffic")
+    overlap = overlap_values(rows, LOGGED_CONFIGS)
+    assert set(got) == {"legacy", "evidence"}
+    for name in got:
+        expected = traffic_summary(summaries[name], overlap[overlap["config"] == name])
+        assert got[name].keys() == expected.keys() and got[name]["queries"] == 40
+        assert json.dumps(got[name], sort_keys=True, default=str) == json.dumps(expected, sort_keys=True, default=str)
+    assert got["legacy"]["payload_changed"] == 0.0 and got["evidence"]["payload_changed"] > 0.0
+    assert got["evidence"]["requests"] == sum(1 + i % 4 for i in range(40))
+    labelled_only = rows[(rows["config"] == "legacy") | (rows["origin"] == "labelled")]  # evidence: no log rows
+    got = summarize_traffic(lambda cols: labelled_only[[c for c in cols if c in rows.columns]], configs=LOGGED_CONFIGS,
+                            cutoffs=[1, 5])  # fmt: skip
+    assert got["evidence"]["requests"] == 0 and math.isnan(got["evidence"]["payload_changed"])
