@@ -29,6 +29,7 @@ from rag_eval.replay.workers import BatchTask, WorkerJob
 from rag_eval.rundir.rows import LATENCY_COLUMNS, Truth
 from rag_eval.search.milvus import IndexSpec, SearchTarget
 from tests.conftest import ROOT, SHIPPED
+from tests.integration.replay_only import Replay, replay_only
 from tests.integration.test_run_guarantees import _interrupted_run
 
 DEFAULT = SHIPPED / "experiments" / "default.toml"
@@ -36,14 +37,15 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 LATENCY = list(LATENCY_COLUMNS)
 
 
-def rows(run: Path) -> pa.Table:
-    """per_query.parquet without its latency columns, in (query, config) order."""
-    table = pq.read_table(run / "per_query.parquet")
+def rows(run: Path | Replay) -> pa.Table:
+    """per_query.parquet (or a replay's rows) without its latency columns, in (query, config) order."""
+    table = run.table if isinstance(run, Replay) else pq.read_table(run / "per_query.parquet")
     return table.drop_columns(LATENCY).sort_by([("query_index", "ascending"), ("config", "ascending")])
 
 
-def timed(run: Path) -> int:
-    values = pq.read_table(run / "per_query.parquet", columns=["search_us"])[0].to_pylist()
+def timed(run: Path | Replay) -> int:
+    table = run.table if isinstance(run, Replay) else pq.read_table(run / "per_query.parquet")
+    values = table.column("search_us").to_pylist()
     return sum(not math.isnan(v) for v in values)
 
 
@@ -55,7 +57,7 @@ def small(uri: str, tmp_path: Path, **overrides: object) -> object:
 @pytest.mark.milvus_lite
 def test_two_workers_on_lite_give_the_serial_rows_from_the_cli(tmp_path: Path) -> None:
     lite = str(tmp_path / "kb.db")
-    serial = jobs.run_experiment(small(lite, tmp_path), tmp_path / "serial")  # type: ignore[arg-type]
+    serial = replay_only(small(lite, tmp_path), tmp_path / "serial")  # type: ignore[arg-type]
     scratch = tmp_path / "worker-tmp"  # the workers' temporary directory: their Lite copies go there
     scratch.mkdir()
     remote = tmp_path / "remote-parts"
@@ -66,8 +68,8 @@ def test_two_workers_on_lite_give_the_serial_rows_from_the_cli(tmp_path: Path) -
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr  # the shipped gates may warn or fail; a crash is 70
     # --limit on the CLI keeps the experiment's batches of 64: other parts, the same rows
-    assert rows(tmp_path / "dask").equals(rows(serial.out))
-    assert timed(tmp_path / "dask") == timed(serial.out) == 48 * 5  # every query timed (fewer than the sample)
+    assert rows(tmp_path / "dask").equals(rows(serial))
+    assert timed(tmp_path / "dask") == timed(serial) == 48 * 5  # every query timed (fewer than the sample)
     summary = json.loads((tmp_path / "dask" / "summary.json").read_text())
     assert "2 local worker processes" in summary["execution"]["replay"]
     assert "serially" in summary["execution"]["search_timing"]
@@ -81,13 +83,13 @@ def test_two_workers_on_the_server_give_the_serial_rows(
 ) -> None:
     drop_after(server_uri, collection_name)
     exp = small(server_uri, tmp_path, collection=collection_name)
-    serial = jobs.run_experiment(exp, tmp_path / "serial")  # type: ignore[arg-type]
+    serial = replay_only(exp, tmp_path / "serial")  # type: ignore[arg-type]
     # a cluster of its own, reached by its scheduler's address as --scheduler does
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as running:
         cluster = Cluster(scheduler=running.scheduler_address)
-        dask = jobs.run_experiment(exp, tmp_path / "dask", jobs.Execution(cluster=cluster))  # type: ignore[arg-type]
-    assert rows(dask.out).equals(rows(serial.out))
-    assert timed(dask.out) == timed(serial.out) == 48 * 5
+        dask = replay_only(exp, tmp_path / "dask", jobs.Execution(cluster=cluster))  # type: ignore[arg-type]
+    assert rows(dask).equals(rows(serial))
+    assert timed(dask) == timed(serial) == 48 * 5
     assert dask.summary["execution"]["replay"].startswith("query batches as Dask tasks on the workers of the Dask")
 
 
@@ -98,11 +100,11 @@ def test_a_query_log_on_two_workers_gives_the_serial_rows(tmp_path: Path) -> Non
     exp = with_overrides(load_experiment(SHIPPED / "experiments" / "traffic.toml"),
                          Overrides(milvus_uri=str(tmp_path / "kb.db"), query_limit=24))  # fmt: skip
     exp = replace(exp, batch_size=16, cache_dir=tmp_path / "cache", traffic=replace(exp.traffic, sample=40))
-    serial = jobs.run_experiment(exp, tmp_path / "serial")  # type: ignore[arg-type]
-    dask = jobs.run_experiment(exp, tmp_path / "dask", jobs.Execution(cluster=Cluster(workers=2)))  # type: ignore[arg-type]
-    origins = rows(serial.out).column("origin").to_pylist()
+    serial = replay_only(exp, tmp_path / "serial")  # type: ignore[arg-type]
+    dask = replay_only(exp, tmp_path / "dask", jobs.Execution(cluster=Cluster(workers=2)))  # type: ignore[arg-type]
+    origins = rows(serial).column("origin").to_pylist()
     assert origins.count("traffic") == 40 * len(exp.configs) and origins.count("labelled") == 24 * len(exp.configs)
-    assert rows(dask.out).equals(rows(serial.out))
+    assert rows(dask).equals(rows(serial))
 
 
 @pytest.mark.milvus_lite

@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
-from rag_eval import jobs
 from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from rag_eval.experiment.latency import LatencyMode, TimingPlan
 from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.milvus import search
 from tests.conftest import ROOT, SHIPPED, shared_datasets_dir
+from tests.integration.replay_only import replay_only
 
 pytestmark = pytest.mark.milvus_lite
 
@@ -35,8 +34,8 @@ def _former_widths(top_k: int, *, server: bool = False) -> tuple[int, int]:
     return reach, reach
 
 
-def _rows(out: Path) -> pd.DataFrame:
-    table = pq.read_table(out / "per_query.parquet").to_pandas()
+def _rows(exp: Experiment, out: Path) -> pd.DataFrame:
+    table = replay_only(exp, out).rows
     return table.drop(columns=list(LATENCY_COLUMNS)).sort_values(["config", "query_id"]).reset_index(drop=True)
 
 
@@ -47,7 +46,7 @@ def _both_fetches(
     of this one's search calls, by limit."""
     with monkeypatch.context() as m:
         m.setattr(search, "first_widths", _former_widths)
-        former = _rows(jobs.run_experiment(exp, tmp / "former").out)
+        former = _rows(exp, tmp / "former")
     limits: Counter[int] = Counter()
     raw_search: Callable[..., Any] = search.MilvusSearch._raw_search
 
@@ -57,7 +56,7 @@ def _both_fetches(
 
     with monkeypatch.context() as m:
         m.setattr(search.MilvusSearch, "_raw_search", counted)
-        now = _rows(jobs.run_experiment(exp, tmp / "now").out)
+        now = _rows(exp, tmp / "now")
     return former, now, limits
 
 

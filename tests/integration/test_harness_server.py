@@ -16,6 +16,7 @@ from rag_eval import jobs
 from rag_eval.core.errors import UnsupportedFeatureError
 from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from tests.conftest import ROOT, SHIPPED
+from tests.integration.replay_only import replay_only
 
 
 @pytest.mark.milvus_server
@@ -115,6 +116,6 @@ def test_two_runs_on_the_server_give_identical_rows(
     jobs.ingest(exp, force=True)
     tables = []
     for n, latency in enumerate(("off", "all")):
-        result = jobs.run_experiment(with_overrides(exp, Overrides(latency=latency)), tmp_path / f"run{n}")
-        tables.append(pq.read_table(result.out / "per_query.parquet").to_pandas().drop(columns=list(LATENCY_COLUMNS)))
+        result = replay_only(with_overrides(exp, Overrides(latency=latency)), tmp_path / f"run{n}")
+        tables.append(result.rows.drop(columns=list(LATENCY_COLUMNS)))
     pd.testing.assert_frame_equal(tables[0], tables[1])

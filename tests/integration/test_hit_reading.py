@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
-from rag_eval import jobs
 from rag_eval.core.types import KnowledgeSearchHit, SearchMode, hit_order
 from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from rag_eval.experiment.latency import LatencyMode, TimingPlan
@@ -22,6 +20,7 @@ from rag_eval.rundir.rows import LATENCY_COLUMNS
 from rag_eval.search.milvus import search
 from rag_eval.search.milvus.hits import to_hit
 from tests.conftest import SHIPPED
+from tests.integration.replay_only import replay_only
 
 FIRST_WIDTHS = search.first_widths
 
@@ -44,8 +43,7 @@ def _former_pages(
     return pages
 
 
-def _rows(out: Path) -> pd.DataFrame:
-    table = pq.read_table(out / "per_query.parquet").to_pandas()
+def _rows(table: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns=list(LATENCY_COLUMNS)).sort_values(["config", "query_id"]).reset_index(drop=True)
 
 
@@ -58,7 +56,7 @@ def test_the_rows_of_a_replay_equal_those_of_the_former_search(
     with monkeypatch.context() as m:
         m.setattr(search, "first_widths", _former_widths)
         m.setattr(search.MilvusSearch, "_pages", _former_pages)
-        former = jobs.run_experiment(exp, tmp_path / "former")
+        former = replay_only(exp, tmp_path / "former")
     queried: list[int] = []
     query = search.MilvusSearch._read_rows
 
@@ -68,9 +66,9 @@ def test_the_rows_of_a_replay_equal_those_of_the_former_search(
 
     with monkeypatch.context() as m:
         m.setattr(search.MilvusSearch, "_read_rows", counted)
-        now = jobs.run_experiment(exp, tmp_path / "now")
-    assert len(_rows(now.out)) == len(_rows(former.out)) > 0
-    pd.testing.assert_frame_equal(_rows(now.out), _rows(former.out))
+        now = replay_only(exp, tmp_path / "now")
+    assert len(_rows(now.rows)) == len(_rows(former.rows)) > 0
+    pd.testing.assert_frame_equal(_rows(now.rows), _rows(former.rows))
     assert queried and sum(queried) > 0  # the batched searches brought ids only, and the rows were read by id
     assert queried[-1] == 0 or len(queried) == 1  # then kept: the last batches needed no row read again
     assert _measures(now.summary) == _measures(former.summary)
