@@ -25,10 +25,12 @@ from rag_eval.cli import main
 from rag_eval.datasets.beir import load_beir
 from rag_eval.embed.embedders import EmbedderSpec, SentenceTransformerEmbedder
 from rag_eval.embed.vector_files import EmbeddingCache
+from rag_eval.experiment import load_experiment
 from rag_eval.replay.prepare import normalized_queries
 from tests.conftest import ROOT, SHIPPED
 from tests.integration import infinity_server
 from tests.integration.openai_endpoint import Endpoint
+from tests.integration.replay_only import Replay, replay_only
 
 pytestmark = [pytest.mark.milvus_lite, pytest.mark.slow]
 KEY_ENV = "RAG_EVAL_TEST_EMBED_KEY"
@@ -104,8 +106,8 @@ def run(toml: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int,
     return code, captured.out + captured.err
 
 
-def measures(run_dir: Path) -> dict[str, float]:
-    """Every number of the summary's configs but timings."""
+def measures(run: Path | Replay) -> dict[str, float]:
+    """Every number of the summary's configs (a run directory's, or a replay's) but timings."""
     out: dict[str, float] = {}
 
     def walk(value: object, path: str) -> None:
@@ -115,7 +117,8 @@ def measures(run_dir: Path) -> dict[str, float]:
         elif isinstance(value, int | float) and not any(w in path for w in ("latency", "seconds", "qps")):
             out[path] = float(value)
 
-    walk(json.loads((run_dir / "summary.json").read_text())["configs"], "")
+    summary = run.summary if isinstance(run, Replay) else json.loads((run / "summary.json").read_text())
+    walk(summary["configs"], "")
     return out
 
 
@@ -137,15 +140,14 @@ def test_the_endpoints_vectors_measure_as_the_local_models_and_a_second_run_send
 ) -> None:
     (tmp_path / "local").mkdir()
     local = experiment(tmp_path / "local", collection, "")
-    code, _ = run(local, tmp_path / "local" / "run", capsys)
-    assert code == 0
+    theirs = measures(replay_only(load_experiment(local), tmp_path / "local" / "run"))  # the local model's
     (tmp_path / "api").mkdir()
     api = experiment(tmp_path / "api", collection, endpoint_table(infinity, batch_size=32, concurrency=2))
     code, output = run(api, tmp_path / "api" / "run", capsys)
     assert code == 0, output
     # the first query was sent alone before (its vector's dimension is checked against the collection's)
     assert f"embedding {QUERIES - 1} texts not in the cache to " in output and "tokens" in output
-    ours, theirs = measures(tmp_path / "api" / "run"), measures(tmp_path / "local" / "run")
+    ours = measures(tmp_path / "api" / "run")
     assert ours.keys() == theirs.keys() and len(ours) > 100
     assert all(ours[k] == pytest.approx(theirs[k], abs=1e-9) for k in ours)
     fit = json.loads((tmp_path / "api" / "run" / "resolution.json").read_text())["embedder_fit"]
@@ -164,18 +166,18 @@ def test_rag_evals_own_collection_is_ingested_with_the_endpoints_vectors(
 ) -> None:
     """The default experiment with the endpoint as its embedder: the chunks are embedded through it too, and the
     measures are those of the run on the shipped (sentence-transformers) vectors."""
-    runs = {}
+    tomls = {}
     for name, embedder in (("local", ""), ("api", endpoint_table(infinity))):
         text = (SHIPPED / "experiments" / "default.toml").read_text()
         text = text.replace('uri = "../../../reports/milvus/incident-kb.db"', f'uri = "{tmp_path / name}.db"')
         text = text.replace('path = ".."', f'path = "{SHIPPED}"')
         text = text.replace('properties = "configs/', f'properties = "{SHIPPED}/experiments/configs/')
-        toml = tmp_path / f"{name}.toml"
-        toml.write_text(text + f'\n[embedder]\ncache_dir = "{tmp_path / name}-cache"\n{embedder}\n')
-        code, output = run(toml, tmp_path / name, capsys)
-        assert code in (0, 1), output
-        runs[name] = (measures(tmp_path / name), output)
-    (ours, output), (theirs, _) = runs["api"], runs["local"]
+        tomls[name] = tmp_path / f"{name}.toml"
+        tomls[name].write_text(text + f'\n[embedder]\ncache_dir = "{tmp_path / name}-cache"\n{embedder}\n')
+    theirs = measures(replay_only(load_experiment(tomls["local"]), tmp_path / "local"))  # the shipped vectors'
+    code, output = run(tomls["api"], tmp_path / "api", capsys)
+    assert code in (0, 1), output
+    ours = measures(tmp_path / "api")
     assert "texts not in the cache to" in output and "embedding 264 texts" in output
     assert ours.keys() == theirs.keys() and all(ours[k] == pytest.approx(theirs[k], abs=1e-9) for k in ours)
 
