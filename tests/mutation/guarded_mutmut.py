@@ -70,6 +70,10 @@ def _checker() -> None:
 def main() -> None:
     timeout.register_timeout = register_timeout
     isolation.register_timeout = register_timeout  # imported by name there
+    # this module was imported as part of the repository's `tests` package: forget that package, so that the
+    # mutants' test runs import `tests` from mutmut's copy (mutants/), as under `python -m mutmut`
+    for name in [n for n in sys.modules if n == "tests" or n.startswith("tests.")]:
+        del sys.modules[name]
     from mutmut.__main__ import cli
 
     sys.argv = ["mutmut", *sys.argv[1:]]
