@@ -80,6 +80,17 @@ def test_a_cluster_error_names_its_scheduler_and_survives_pickling() -> None:
     assert ClusterError("lost a worker").address is None
 
 
+def test_a_changed_collection_error_names_the_collection_and_where_it_is_and_survives_pickling() -> None:
+    from rag_eval.core.errors import CollectionChangedError
+
+    err = CollectionChangedError("rows inserted while the run read them", collection="kb", uri="http://h:19530")
+    assert isinstance(err, InfrastructureError) and err.exit_code == 3
+    assert (str(err), err.collection, err.uri) == ("rows inserted while the run read them", "kb", "http://h:19530")
+    back = pickle.loads(pickle.dumps(err))
+    assert (type(back), str(back), back.collection, back.uri) == (CollectionChangedError, str(err), "kb", err.uri)
+    assert CollectionChangedError("changed", collection="kb").uri is None
+
+
 def test_a_tie_at_the_cut_off_running_to_the_end_of_the_page_asks_for_a_wider_search() -> None:
     from rag_eval.search.milvus.search import tie_may_continue
 

@@ -101,3 +101,20 @@ def test_legacy_block_within_budget_delivers_every_member_untruncated() -> None:
     assert not excerpt.truncated and len(excerpt.content) == 304
     assert excerpt.delivered_members == ("d#chunk-0", "d#chunk-1", "d#chunk-2")
     assert payload.member_losses == ()
+
+
+def test_each_budget_records_only_the_cut_it_makes_when_both_apply() -> None:
+    """Two budgets on one excerpt, each exactly at the other's edge, record one cut between them: an excerpt
+    exactly at the excerpt budget is cut by the total one alone, and an excerpt cut by the excerpt budget to
+    exactly what the total leaves is cut by the excerpt budget alone (no cut from a length to itself)."""
+    at_excerpt = project({"rag.projector.max-excerpt-chars": 100, "rag.projector.max-total-chars": 150},
+                         hundreds("x", "y"))  # fmt: skip
+    assert [(c.document_id, c.budget, c.chars_before, c.chars_after) for c in at_excerpt.cuts] == [
+        ("y#chunk-0", Budget.TOTAL_CHARS, 100, 50)
+    ]
+    at_total = project({"rag.projector.max-excerpt-chars": 50, "rag.projector.max-total-chars": 100},
+                       hundreds("x", "y"))  # fmt: skip
+    assert [(c.document_id, c.budget, c.chars_before, c.chars_after) for c in at_total.cuts] == [
+        ("x#chunk-0", Budget.EXCERPT_CHARS, 100, 50), ("y#chunk-0", Budget.EXCERPT_CHARS, 100, 50)
+    ]
+    assert [len(e.content) for e in at_total.excerpts] == [50, 50]

@@ -243,3 +243,17 @@ def test_every_kind_of_summary_entry_becomes_named_columns() -> None:
     assert c["search_latency:shared_with"] == "b, d" and c["search_latency:timed_search"] == "all"
     assert c["content_duplicates"] == 3 and c[f"content_duplicates:cause:{COPY}"] == 2
     assert frame["lost:cap"].tolist() == [1, 0] and frame.index.tolist() == ["c", "b"]
+
+
+def test_a_logs_measures_are_columns_under_traffic() -> None:
+    """A config's ``traffic`` block (a query log's label-free measures) is flattened as the config's own are,
+    each column named ``traffic:`` and the config's column name."""
+    configs = {
+        "c": {"queries": 2, "payload": {"chars_p50": 10.0}, "stage_losses": {"cap": 1},
+              "traffic": {"payload_changed": 0.25, "payload": {"chars_p50": 30.0}, "stage_losses": {"cap": 2}}},
+        "d": {"queries": 2, "payload": {"chars_p50": 12.0}, "stage_losses": {}},
+    }  # fmt: skip
+    frame = summary_frame(configs)
+    assert frame.loc["c", "traffic:payload_changed"] == 0.25 and frame.loc["c", "traffic:payload:chars_p50"] == 30.0
+    assert frame.loc["c", "traffic:lost:cap"] == 2 and frame.loc["c", "payload:chars_p50"] == 10.0
+    assert "traffic" not in frame.columns and math.isnan(frame.loc["d", "traffic:payload_changed"])

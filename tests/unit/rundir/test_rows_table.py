@@ -48,3 +48,21 @@ def test_rows_missing_a_column_or_none_at_all_are_tables_too() -> None:
     assert _same(table, pa.Table.from_pylist(partial, schema=SCHEMA))
     assert table.column("occurrences").null_count == len(partial)
     assert _same(rows_to_table([]), SCHEMA.empty_table())
+
+
+def test_a_log_querys_row_says_its_origin_and_how_often_it_was_asked() -> None:
+    """A query of the log (in the truth's traffic, with its count) is a ``traffic`` row with its occurrences; a
+    labelled query beside it is ``labelled``, asked once."""
+    from dataclasses import replace
+
+    from rag_eval.rundir.rows import RowTiming, build_row
+
+    from ..rowkit import replay_record, truth_for
+
+    kept = [stored(1, "d#chunk-0"), stored(2, "d#chunk-1")]
+    truth = replace(truth_for(kept, {"d#chunk-0": 1}), traffic={"t1": 3})
+    record = replay_record(RagConfig(return_n=2), [(kept[0], 0.9), (kept[1], 0.8)])
+    rows = {q: build_row(query_id=q, query_index=i, config="c", record=record, truth=truth,
+                         timing=RowTiming(search_us=1.0)) for i, q in enumerate(("q", "t1"))}  # fmt: skip
+    assert (rows["t1"]["origin"], rows["t1"]["occurrences"]) == ("traffic", 3)
+    assert (rows["q"]["origin"], rows["q"]["occurrences"]) == ("labelled", 1)
