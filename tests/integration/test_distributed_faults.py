@@ -59,11 +59,13 @@ def assert_whole(out: Path, configs: int) -> None:
 
 
 def worker_processes() -> list[psutil.Process]:
-    """This process's Dask worker processes (a LocalCluster's nannies spawn them)."""
+    """This process's Dask worker processes (a LocalCluster's nannies spawn them; where setproctitle is installed,
+    as mutmut brings it, Dask renames them ``dask worker [address]``)."""
     found = []
     for process in psutil.Process().children(recursive=True):
         try:
-            if "spawn_main" in " ".join(process.cmdline()):
+            command = " ".join(process.cmdline())
+            if "spawn_main" in command or command.startswith("dask worker"):
                 found.append(process)
         except psutil.Error:  # gone meanwhile
             continue
