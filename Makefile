@@ -15,7 +15,6 @@ BIN := $(VENV)/bin
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 FULL_STAMP := $(VENV)/.installed-full
-MUTATE_STAMP := $(VENV)/.installed-mutate
 
 CHROMIUM ?= /usr/bin/chromium
 SHARED_DATASETS ?= $(or $(RAG_EVAL_SHARED_DATASETS),../shared/datasets)
@@ -26,7 +25,7 @@ CLAPNQ_NIGHTLY := tests/experiments/clapnq-nightly.toml
 .PHONY: install install-runtime install-full browser infinity test lint bench bench-baseline bench-memory bench-traffic mutate eval traffic existing traces nightly nightly-clapnq embeddings dataset clean
 
 # installs go through uv (from PyPI), which resolves as pip does and installs about ten times faster (a fresh
-# venv of everything the tests use: 11 s against 95 s with pip, measured here); pip where uv cannot be had or
+# venv of everything the tests use: 11-15 s against 95 s with pip, measured here); pip where uv cannot be had or
 # fails. pip's find-links (PIP_FIND_LINKS: where this machine keeps the CPU build of torch) are passed on, as uv
 # reads no pip configuration
 PIP_FIND := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
@@ -55,11 +54,6 @@ $(FULL_STAMP): pyproject.toml
 	$(INSTALL) '$(TORCH)' -e '.[dev,server,embed]'
 	$(BIN)/python -m pip install --quiet --no-deps 'rbo==0.1.3'
 	@touch $(RUNTIME_STAMP) && touch $(STAMP) && touch $(FULL_STAMP)
-
-# the mutation testing tool on top of the core install
-$(MUTATE_STAMP): $(STAMP)
-	$(INSTALL) -e '.[dev,mutate]'
-	@touch $(MUTATE_STAMP)
 
 install: $(STAMP)
 
@@ -150,7 +144,7 @@ lint: $(STAMP)
 
 # known one-line bugs must be caught, then mutmut over core, metrics and rundir/rows.py with the fast
 # tests; every mutant no test kills must be listed in tests/mutation/equivalent.toml (see its README)
-mutate: $(MUTATE_STAMP)
+mutate: $(STAMP)
 	$(BIN)/python -m tests.mutation.run
 
 # benchmarks: timed, a table of ratios against the targets, the pytest-benchmark JSON in reports/bench/;
