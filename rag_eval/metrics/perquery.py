@@ -86,9 +86,11 @@ def doc_of(chunk_key: str) -> str:
 BATCH_ROWS = 8192  # rows measured at once: small hash tables and temporaries, and bounded memory
 
 
-def rebatched(parts: Iterable[pa.Table | pa.RecordBatch], rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+def rebatched(parts: Iterable[pa.Table | pa.RecordBatch], rows: int | None = None) -> Iterator[pa.Table]:
     """A stream of tables (a run's parts, a file's record batches) regrouped into tables of about
-    ``rows`` rows: per-batch work is then paid per 8,192 rows, not per part of a few hundred."""
+    ``rows`` rows (:data:`BATCH_ROWS` as it is when called): per-batch work is then paid per 8,192 rows,
+    not per part of a few hundred."""
+    rows = BATCH_ROWS if rows is None else rows
     pending: list[pa.Table] = []
     count = 0
     for part in parts:
@@ -111,6 +113,8 @@ def of_origin(batches: Iterable[pa.Table], origin: str, columns: Sequence[str]) 
     [['t1']]
     >>> [b.num_rows for b in of_origin([t.drop(["origin"])], "labelled", ["query_id"])]
     [3]
+    >>> [(b.num_rows, b.column_names) for b in of_origin([t.drop(["origin"])], "traffic", ["query_id", "origin"])]
+    [(0, ['query_id'])]
     """
     for batch in batches:
         if "origin" in batch.column_names:

@@ -144,3 +144,15 @@ def test_parts_are_regrouped_into_tables_of_at_least_the_rows_asked_for(table: p
     assert all(isinstance(t, pa.Table) for t in grouped)
     assert [t.num_rows for t in grouped] == [100, 100, 5]
     assert pa.concat_tables(grouped).equals(table.slice(0, 205))
+
+
+def test_parts_are_regrouped_by_the_batch_size_set_when_called(
+    monkeypatch: pytest.MonkeyPatch, table: pa.Table
+) -> None:
+    # the summary regroups its batches with the default: a batch size set later (as the batch-by-batch test
+    # above sets it) must reach it, or that test would measure one batch
+    monkeypatch.setattr(perquery, "BATCH_ROWS", 97)
+    grouped = list(perquery.rebatched([table.slice(0, 64), table.slice(64, 64)]))
+    assert [t.num_rows for t in grouped] == [128]
+    grouped = list(perquery.rebatched([table.slice(start, 64) for start in range(0, 256, 64)]))
+    assert [t.num_rows for t in grouped] == [128, 128]
