@@ -50,7 +50,7 @@ def _list_array(table: pa.Table, name: str) -> pa.ListArray:
 def flat_values(table: pa.Table, name: str) -> tuple[Array, pa.Array]:
     """The rows and the values of a list column (a null list counts as empty)."""
     arr = _list_array(table, name)
-    rows = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    rows = pc.list_parent_indices(arr).to_numpy()  # int64 without nulls, whatever the list type
     return rows, pc.list_flatten(arr)
 
 
@@ -59,7 +59,7 @@ def coded(table: pa.Table, names: Sequence[str]) -> tuple[list[Flat], pa.Array]:
     rules on the vocabulary run as Arrow compute functions, not Python, for large vocabularies)."""
     parts = [flat_values(table, name) for name in names]
     encoded = pa.concat_arrays([v.cast(pa.string()) for _, v in parts]).dictionary_encode()  # names: one or more
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)  # int32 indices
     out: list[Flat] = []
     start = 0
     for rows, _ in parts:
@@ -98,7 +98,7 @@ def last_in_row(flat: Flat) -> Array:
 def first_position(flat: Flat) -> Array:
     """For every value, the position (in ``flat``) of the first value equal to it in its row."""
     _, first, inverse = np.unique(pair_key(flat.row, flat.code), return_index=True, return_inverse=True)
-    return np.asarray(first[inverse], dtype=np.int64)
+    return first[inverse]  # type: ignore[no-any-return]
 
 
 def first_of_row(row: Array) -> Array:
@@ -112,7 +112,7 @@ def rank_in_row(row: Array, n_rows: int) -> Array:
     """1-based position of each entry among the entries of its row (entries in row order)."""
     counts = np.bincount(row, minlength=n_rows)
     starts = np.cumsum(counts) - counts
-    return np.arange(len(row), dtype=np.int64) - starts[row] + 1
+    return np.arange(len(row)) - starts[row] + 1
 
 
 def per_row(row: Array, n_rows: int, weights: Array | None = None) -> Array:
@@ -127,7 +127,7 @@ def lookup(keys: Array, table_keys: Array, table_values: Array, missing: float |
     ``table_keys`` must be unique."""
     if not len(table_keys):
         return np.full(len(keys), missing, dtype=np.result_type(table_values.dtype, type(missing)))
-    order = np.argsort(table_keys, kind="stable")
+    order = np.argsort(table_keys)  # unique keys: any sort gives this order
     sorted_keys = table_keys[order]
     at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
     found = sorted_keys[at] == keys

@@ -110,7 +110,7 @@ def overlap_values(rows: Rows, configs: Sequence[Mapping[str, Any]]) -> pd.DataF
     frame = pd.DataFrame({"query_id": ids, "config": names})
     for name in OVERLAP:
         frame[PREFIX + name] = np.where(found, np.asarray(measured[name], dtype=float), np.nan)
-    frame[PREFIX + "empty"] = np.array([0.0 if k else 1.0 for k in keys], dtype=float)
+    frame[PREFIX + "empty"] = np.array([0.0 if k else 1.0 for k in keys])
     frame[PREFIX + "multi_doc"] = np.asarray(multi, dtype=float)
     frame[PREFIX + "requests"] = counts
     frame[PREFIX + "changed_requests"] = counts * frame[PREFIX + "changed"].to_numpy()

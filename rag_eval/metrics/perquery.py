@@ -256,7 +256,7 @@ def _per_row_cap(configs: pa.ChunkedArray, caps: Mapping[str, int | None]) -> Ar
     """The cap of each row's config as a float (NaN: none)."""
     encoded = configs.combine_chunks().dictionary_encode()
     by_config = [caps.get(name) for name in encoded.dictionary.to_pylist()]
-    per_code = np.array([math.nan if cap is None else float(cap) for cap in by_config], dtype=float)
+    per_code = np.array([math.nan if cap is None else float(cap) for cap in by_config])
     return per_code[_np(encoded.indices).astype(np.int64)] if len(per_code) else np.zeros(0)
 
 
@@ -278,7 +278,7 @@ def _by_row_and_name(rows: Array, names: pa.Array) -> Array:
 
 def _discounts(max_rank: int) -> Array:
     """``log2(rank + 1)`` for ranks 0..max_rank (from ``math.log2``, as the per-query definition)."""
-    return np.array([math.log2(r + 1) if r else 1.0 for r in range(max_rank + 1)], dtype=float)
+    return np.array([math.log2(r + 1) if r else 1.0 for r in range(max_rank + 1)])
 
 
 def _standard(
@@ -353,7 +353,7 @@ def _same_doc_pairs(
     got_n = np.bincount(first, weights=got.astype(float), minlength=len(docs)).astype(np.int64)
     pair = np.flatnonzero(size >= 2)
     rows, size, got_n = docs.row[pair], size[pair], got_n[pair]
-    names = doc_vocab.take(pa.array(docs.code[pair], type=pa.int64()))
+    names = doc_vocab.take(pa.array(docs.code[pair]))
     order = _by_row_and_name(rows, names)
     rows, size, got_n = rows[order], size[order], got_n[order]
     row_cap = cap[rows]
@@ -423,7 +423,7 @@ def _over_cap(docs: Flat, vocab: pa.Array, cap: Array, n: int) -> tuple[pd.DataF
     np.maximum.at(largest, rows, count)
     over = count > cap[rows]
     rows, count = rows[over], count[over]
-    names = vocab.take(pa.array(code[over], type=pa.int64()))
+    names = vocab.take(pa.array(code[over]))
     order = _by_row_and_name(rows, names)
     doc_ids = names.take(pa.array(order)).to_pylist()
     frame = pd.DataFrame({"row": rows[order], "doc_id": doc_ids, "chunks": count[order]})
