@@ -46,6 +46,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         COSTS.write_text(json.dumps({**known, **_phase_seconds}))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under a mutant, a forkserver of this process's own. mutmut forks each mutant's test process from one
+    that has run the tests before (its stats and clean runs), so multiprocessing's forkserver, started there
+    with that run's environment, is not this process's child: the load driver's client processes failed
+    (``ChildProcessError`` from ``waitpid``), which killed every mutant that test reaches, equivalent or not.
+    A fresh one is started by this process when first needed, with the mutant under test in its environment."""
+    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):
+        reset_forkserver()
+
+
+def reset_forkserver() -> None:
+    """Forget the forkserver a parent process started (the module's functions are its bound methods)."""
+    import multiprocessing.forkserver as forkserver
+
+    fresh = forkserver.ForkServer()
+    forkserver._forkserver = fresh  # type: ignore[attr-defined]
+    for name in ("ensure_running", "get_inherited_fds", "connect_to_new_process", "set_forkserver_preload"):
+        setattr(forkserver, name, getattr(fresh, name))
+
+
 SERVER_GROUP = "milvus-server"
 SERVER_ENV = "RAG_EVAL_MILVUS_SERVER_URI"
 
