@@ -13,12 +13,15 @@ import pytest
 from rag_eval.cluster.settings import Cluster
 from rag_eval.cluster.tasks import Stream, connect, stream
 from rag_eval.core.errors import ClusterError, RunStoreError
+from tests.budget import MUTATION
 
 CLEANED: list[str] = []
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
+    if MUTATION:  # mutmut forks each mutant's tests from a process that ran them before: the cluster never starts
+        pytest.skip("an in-process Dask cluster hangs in a process forked from one that started one")
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None,
                                        silence_logs=logging.ERROR)  # fmt: skip
