@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
@@ -28,7 +30,14 @@ def _in_a_forked_child(reset: bool) -> str:
         os.write(write, outcome.encode())
         os._exit(0)
     os.close(write)
-    os.waitpid(pid, 0)
+    deadline = time.monotonic() + 120  # a child stuck on a lock some other thread held at the fork: killed
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read)
+            return "stuck"
+        time.sleep(0.05)
     with os.fdopen(read, "rb") as got:
         return got.read().decode()
 
