@@ -68,6 +68,37 @@ def coded(table: pa.Table, names: Sequence[str]) -> tuple[list[Flat], pa.Array]:
     return out, encoded.dictionary
 
 
+CODE_ROWS = 1024  # rows whose strings :func:`row_coded` hashes into one table
+
+
+def row_coded(table: pa.Table, names: Sequence[str], rows: int | None = None) -> tuple[list[Flat], pa.Array]:
+    """:func:`coded` for values that are only compared within a row: the rows are coded ``rows``
+    (:data:`CODE_ROWS`) at a time, each slice in a vocabulary of its own, put one after another. A string
+    can stand in it more than once, so two codes are equal exactly when the strings are only for values of
+    one row. Smaller hash tables stay in the CPU's caches: with two batches of 8,192 rows measured at once,
+    ``summarize`` takes about a tenth less time than with one table per batch (docs/performance.md).
+
+    >>> t = pa.table({"a": [["x", "y"], ["y", "y"]]})
+    >>> (a,), vocab = row_coded(t, ["a"], rows=1)
+    >>> a.row.tolist(), a.code.tolist(), vocab.to_pylist(), first_in_row(a).tolist()
+    ([0, 0, 1, 1], [0, 1, 2, 2], ['x', 'y', 'y'], [True, True, True, False])
+    """
+    step = CODE_ROWS if rows is None else rows
+    starts = range(0, table.num_rows, step)
+    parts = [coded(table.slice(start, step), names) for start in starts]
+    if len(parts) <= 1:
+        return parts[0] if parts else coded(table, names)
+    sizes = np.cumsum([len(vocab) for _, vocab in parts]) - [len(vocab) for _, vocab in parts]
+    out = [
+        Flat(
+            np.concatenate([flats[i].row + start for (flats, _), start in zip(parts, starts, strict=True)]),
+            np.concatenate([flats[i].code + size for (flats, _), size in zip(parts, sizes, strict=True)]),
+        )
+        for i in range(len(names))
+    ]
+    return out, pa.concat_arrays([vocab for _, vocab in parts])
+
+
 def int_values(table: pa.Table, name: str) -> Array:
     """The values of a list-of-integer column, flattened."""
     _, values = flat_values(table, name)

@@ -78,11 +78,12 @@ def latency_stats(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series) ->
     """Percentiles, maximum and mean of the measured values (NaN, a query not timed, is left out)."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
+    p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99]).tolist() if len(v) else [math.nan] * 4  # one partition
     return {
-        "p50": _pct(v, 50),
-        "p90": _pct(v, 90),
-        "p95": _pct(v, 95),
-        "p99": _pct(v, 99),
+        "p50": p50,
+        "p90": p90,
+        "p95": p95,
+        "p99": p99,
         "max": float(v.max()) if len(v) else math.nan,
         "mean": float(v.mean()) if len(v) else math.nan,
     }
@@ -197,7 +198,7 @@ def summarize(
     m = computed.frame
     column = {name: np.concatenate(parts) if parts else np.zeros(0) for name, parts in scalars.items()}
     loss_rows = np.concatenate([r for r, _ in losses]) if losses else np.zeros(0, dtype=np.int64)
-    loss_stage = np.asarray([s for _, stages in losses for s in stages.to_pylist()], dtype=object)
+    loss_stage = pa.concat_arrays([stages.cast(pa.string()) for _, stages in losses] or [pa.array([], pa.string())])
     config_of = m["config"].to_numpy(dtype=object)
     ids = pa.chunked_array([c for ids in query_ids for c in ids.chunks], type=pa.string())
     measured = _Measured(
@@ -215,7 +216,7 @@ class _Measured:
     computed: perquery.PerQuery
     column: dict[str, np.ndarray[Any, Any]]
     loss_rows: np.ndarray[Any, Any]
-    loss_stage: np.ndarray[Any, Any]
+    loss_stage: pa.Array
     config_of: np.ndarray[Any, Any]
     ids: pa.ChunkedArray
     names: list[str]
@@ -236,7 +237,7 @@ def _config_summary(cfg: Mapping[str, Any], measured: _Measured) -> dict[str, An
     hits = int(sub["hits"].sum())
     violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
     true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
-    stage_losses = _counts(pd.Series(loss_stage[mine[loss_rows]], dtype=object))
+    stage_losses = _value_counts(loss_stage.filter(pa.array(mine[loss_rows], type=pa.bool_())))
     latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in SUMMARY_LATENCY_ORDER}
     mean_e2e = latency["e2e"]["mean"]
     references = int(column["guard_references"][rows].sum())
@@ -312,6 +313,16 @@ def _violations(
 def _counts(values: pd.Series) -> dict[str, int]:
     """How often each value occurs, by value."""
     return {str(k): int(v) for k, v in sorted(values.value_counts(sort=False).items())}
+
+
+def _value_counts(values: pa.Array) -> dict[str, int]:
+    """:func:`_counts` of an Arrow array: how often each value occurs, by value (a null is not counted).
+
+    >>> _value_counts(pa.array(["cap", None, "dedup", "cap"]))
+    {'cap': 2, 'dedup': 1}
+    """
+    counted = pc.value_counts(pc.drop_null(values)).to_pylist()
+    return {str(c["values"]): int(c["counts"]) for c in sorted(counted, key=lambda c: c["values"])}
 
 
 def _mean(values: Sequence[float] | pd.Series) -> float:

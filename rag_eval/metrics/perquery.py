@@ -34,6 +34,7 @@ from rag_eval.metrics.columns import (
     pair_key,
     per_row,
     rank_in_row,
+    row_coded,
 )
 from rag_eval.metrics.registry import measure_names
 from rag_eval.rundir.rows import TRAFFIC
@@ -117,12 +118,15 @@ def of_origin(batches: Iterable[pa.Table], origin: str, columns: Sequence[str]) 
     [(0, ['query_id'])]
     """
     for batch in batches:
+        selected = batch.select([c for c in columns if c in batch.column_names])
         if "origin" in batch.column_names:
             traffic = pc.fill_null(pc.equal(batch.column("origin"), TRAFFIC), False)
-            batch = batch.filter(traffic if origin == TRAFFIC else pc.invert(traffic))
+            keep = traffic if origin == TRAFFIC else pc.invert(traffic)
+            if pc.all(keep).as_py() is False:  # a batch of one origin is passed on as it is, not copied
+                selected = selected.filter(keep)
         elif origin == TRAFFIC:
-            batch = batch.slice(0, 0)
-        yield batch.select([c for c in columns if c in batch.column_names])
+            selected = selected.slice(0, 0)
+        yield selected
 
 
 def _in_batches(rows: pa.Table | Iterable[pa.Table | pa.RecordBatch]) -> Iterable[pa.Table]:
@@ -161,8 +165,8 @@ def compute(
     fields = ("frame", "pairs", "breakdown")
     frame, pairs, breakdown = (pd.concat([getattr(p, f) for p in parts], ignore_index=True) for f in fields)
     # each part lists its stored then its true groups: every stored group first, as one part has them
-    by_kind = [p.over_cap[p.over_cap["by"] == by] for by in ("stored", "true") for p in parts]
-    over_cap = pd.concat(by_kind, ignore_index=True)
+    over_cap = pd.concat([p.over_cap for p in parts], ignore_index=True)
+    over_cap = over_cap.iloc[np.argsort(over_cap["by"].to_numpy() != "stored", kind="stable")].reset_index(drop=True)
     return PerQuery(frame, pairs, breakdown, over_cap, np.concatenate([p.max_doc_chunks for p in parts]))
 
 
@@ -175,7 +179,7 @@ def standard_measures(batches: pa.Table | Iterable[pa.Table | pa.RecordBatch], c
     def measure(table: pa.Table) -> pd.DataFrame:
         n = table.num_rows
         judged = table.column("judged").to_numpy(zero_copy_only=False).astype(bool)
-        (members, relevant), vocab = coded(table, ["member_chunks", "relevant_chunks"])
+        (members, relevant), vocab = row_coded(table, ["member_chunks", "relevant_chunks"])
         grades = int_values(table, "relevant_grades")
         return pd.DataFrame(_standard("chunk", (members, relevant, grades), len(vocab), judged, cutoffs, n))
 
@@ -195,7 +199,7 @@ def _compute(
     checked = _per_row_cap(table.column("config"), checked_caps)
 
     chunk_columns = ["member_chunks", "relevant_chunks", "delivered_relevant"]
-    (members, relevant, delivered), chunk_vocab = coded(table, chunk_columns)
+    (members, relevant, delivered), chunk_vocab = row_coded(table, chunk_columns)
     (relevant_docs,), relevant_doc_vocab = coded(table, ["relevant_docs"])
     doc_code, doc_vocab = _doc_codes(chunk_vocab, relevant_doc_vocab)  # chunk -> document (-1: unknown chunk)
 
@@ -215,9 +219,9 @@ def _compute(
     frame.update(_pair_means(pairs, n))
     pairs = pairs[["row", "recall", "cap_aware"]]
 
-    (keys, hit_keys), key_vocab = coded(table, ["member_keys", "hit_keys"])
-    (shas, hit_shas), _ = coded(table, ["member_content_sha", "hit_content_sha"])
-    (stored_docs,), stored_vocab = coded(table, ["member_doc_ids"])
+    (keys, hit_keys), key_vocab = row_coded(table, ["member_keys", "hit_keys"])
+    (shas, hit_shas), _ = row_coded(table, ["member_content_sha", "hit_content_sha"])
+    (stored_docs,), stored_vocab = row_coded(table, ["member_doc_ids"])
     new_key = first_in_row(keys)
     first_sha = first_position(shas)
     sha_seen = first_sha != np.arange(len(shas))
@@ -330,7 +334,7 @@ def same_doc_pairs(
     offset = 0
     for batch in batches:
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        (relevant, delivered), chunk_vocab = coded(table, ["relevant_chunks", "delivered_relevant"])
+        (relevant, delivered), chunk_vocab = row_coded(table, ["relevant_chunks", "delivered_relevant"])
         doc_code, doc_vocab = _doc_codes(chunk_vocab, pa.array([], pa.string()))
         cap = _per_row_cap(table.column("config"), caps)
         part = _same_doc_pairs(relevant, delivered, len(chunk_vocab), doc_code, doc_vocab, cap)

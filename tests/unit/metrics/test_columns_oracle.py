@@ -4,10 +4,20 @@ rows with repeated values (the case a qrel given twice or a chunk delivered twic
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_eval.metrics.columns import Flat, first_in_row, first_position, last_in_row, lookup, rank_in_row
+from rag_eval.metrics.columns import (
+    Flat,
+    coded,
+    first_in_row,
+    first_position,
+    last_in_row,
+    lookup,
+    rank_in_row,
+    row_coded,
+)
 from tests.budget import examples
 
 # rows non-decreasing, values from a small vocabulary so that repeats are common
@@ -60,3 +70,47 @@ def test_lookup_gives_the_missing_value_for_absent_keys_and_with_no_table() -> N
     assert found.tolist() == [30, 0, 10]
     empty = lookup(keys, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), missing=0)
     assert empty.tolist() == [0, 0, 0] and empty.dtype == np.int64
+
+
+VALUES = ["a", "b", "é", "", "a#chunk-1"]
+string_rows = st.lists(st.one_of(st.none(), st.lists(st.sampled_from(VALUES), max_size=5)), max_size=12)
+
+
+def _values(table: pa.Table, name: str) -> list[str]:
+    return [v for row in table.column(name).to_pylist() for v in (row or [])]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(string_rows, string_rows, st.integers(1, 5))
+def test_codes_of_rows_coded_a_few_at_a_time_are_equal_within_a_row_exactly_when_the_strings_are(
+    left: list[list[str] | None], right: list[list[str] | None], step: int
+) -> None:
+    n = max(len(left), len(right))
+    lists = pa.list_(pa.string())
+    table = pa.table(
+        {"l": pa.array(left + [[]] * (n - len(left)), lists), "r": pa.array(right + [[]] * (n - len(right)), lists)}
+    )
+    (lf, rf), vocab = row_coded(table, ["l", "r"], rows=step)
+    (lw, rw), _ = coded(table, ["l", "r"])  # one vocabulary: the rows as they were
+    entries = []
+    for sliced, whole, name in ((lf, lw, "l"), (rf, rw, "r")):
+        assert sliced.row.tolist() == whole.row.tolist()
+        assert vocab.take(pa.array(sliced.code)).to_pylist() == _values(table, name)
+        entries += zip(sliced.row.tolist(), sliced.code.tolist(), _values(table, name), strict=True)
+    for r1, c1, v1 in entries:
+        for r2, c2, v2 in entries:
+            if r1 == r2:
+                assert (c1 == c2) == (v1 == v2)
+    assert len(vocab) <= len(entries)
+
+
+def test_rows_coded_in_slices_give_a_string_of_two_slices_two_codes() -> None:
+    table = pa.table({"a": [["x", "y"], ["y"], ["y", "x"]]})
+    (a,), vocab = row_coded(table, ["a"], rows=2)
+    assert a.row.tolist() == [0, 0, 1, 2, 2]
+    assert a.code.tolist() == [0, 1, 1, 2, 3]  # "y" of row 2 is coded in the second slice's vocabulary
+    assert vocab.to_pylist() == ["x", "y", "y", "x"]
+    (b,), whole = row_coded(table, ["a"])  # fewer rows than a slice: one vocabulary
+    assert whole.to_pylist() == ["x", "y"] and b.code.tolist() == [0, 1, 1, 1, 0]
+    (e,), empty = row_coded(table.slice(0, 0), ["a"])
+    assert len(e) == 0 and len(empty) == 0

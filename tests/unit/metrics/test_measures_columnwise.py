@@ -6,6 +6,7 @@ queries with more relevant chunks than a cutoff, several configs with and withou
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -56,8 +57,10 @@ def rows(draw: st.DrawFn, query: str, config: str) -> dict[str, object]:
         "guard_violations": draw(st.integers(0, 2)),
         "n_blocks": draw(st.integers(0, 6)),
         "payload_chars": draw(st.integers(0, 900)),
-        **{col: draw(st.floats(0, 1e4))
-           for col in ("search_us", "postprocess_us", "projection_us", "transform_us", "postsearch_cpu_us")},
+        **{
+            col: draw(st.floats(0, 1e4))
+            for col in ("search_us", "postprocess_us", "projection_us", "transform_us", "postsearch_cpu_us")
+        },
         "e2e_us": draw(st.floats(1, 1e5)),
     }
 
@@ -79,6 +82,27 @@ CONFIGS = [
 @given(tables(), st.sampled_from([(1, 3, 5, 10), (2,), (1, 20)]))
 def test_column_wise_measures_equal_the_row_by_row_definitions(table: pd.DataFrame, cutoffs: tuple[int, ...]) -> None:
     assert_same_measures(table, CONFIGS, cutoffs)
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.sampled_from([1, 2, 5]))
+def test_rows_coded_a_few_at_a_time_give_the_row_by_row_measures(table: pd.DataFrame, code_rows: int) -> None:
+    with mock.patch.object(columns, "CODE_ROWS", code_rows):  # a vocabulary per slice of rows
+        assert_same_measures(table, CONFIGS, (1, 3, 5, 10))
+
+
+def test_a_batch_of_one_origin_is_passed_on_without_a_copy_and_a_mixed_one_filtered() -> None:
+    table = synthetic.per_query_table(6)
+    one = next(perquery.of_origin([table], "labelled", ["query_id", "member_keys"]))
+    buffers = [t.column("member_keys").chunk(0).buffers()[1].address for t in (one, table)]
+    assert buffers[0] == buffers[1]  # the same memory
+    assert next(perquery.of_origin([table], "traffic", ["query_id"])).num_rows == 0
+    origins = pa.array(["labelled", "traffic", None, "traffic", "labelled", "labelled"])
+    mixed = table.set_column(table.schema.get_field_index("origin"), "origin", origins)
+    assert next(perquery.of_origin([mixed], "traffic", ["query_id"])).column("query_id").to_pylist() == ["q1", "q3"]
+    labelled = next(perquery.of_origin([mixed], "labelled", ["query_id", "origin"]))
+    assert labelled.column("query_id").to_pylist() == ["q0", "q2", "q4", "q5"]
+    assert labelled.column_names == ["query_id", "origin"]
 
 
 @settings(max_examples=examples(5), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,9 +7,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_eval.core.config import RagConfig
 from rag_eval.metrics.measures import latency_stats, quantile_ci, summarize
+from tests.budget import examples
 
 from ..rowkit import as_table, replay_row, stored
 
@@ -45,6 +48,17 @@ def test_latency_of_no_timed_query_is_undefined_not_an_error() -> None:
     ci = quantile_ci([])
     assert ci["timed_queries"] == 0
     assert math.isnan(ci["p95_ci_low_us"]) and math.isnan(ci["p95_ci_high_us"]) and math.isnan(ci["p95_ci_coverage"])
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.one_of(st.floats(0, 1e6), st.just(math.nan)), max_size=40))
+def test_latency_percentiles_are_numpys_percentile_of_the_timed_values(values: list[float]) -> None:
+    timed = [v for v in values if not math.isnan(v)]
+    stats = latency_stats(values)
+    for q in (50, 90, 95, 99):
+        expected = float(np.percentile(timed, q)) if timed else math.nan
+        assert stats[f"p{q}"] == expected or (math.isnan(expected) and math.isnan(stats[f"p{q}"]))
+        assert type(stats[f"p{q}"]) is float
 
 
 def test_a_handful_of_timed_queries_bounds_the_p95_from_below_only() -> None:
