@@ -78,12 +78,9 @@ def latency_stats(values: Sequence[float] | np.ndarray[Any, Any] | pd.Series) ->
     """Percentiles, maximum and mean of the measured values (NaN, a query not timed, is left out)."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
-    p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99]).tolist() if len(v) else [math.nan] * 4  # one partition
+    percentiles = np.percentile(v, [50, 90, 95, 99]).tolist() if len(v) else [math.nan] * 4  # one partition
     return {
-        "p50": p50,
-        "p90": p90,
-        "p95": p95,
-        "p99": p99,
+        **dict(zip(("p50", "p90", "p95", "p99"), percentiles, strict=True)),
         "max": float(v.max()) if len(v) else math.nan,
         "mean": float(v.mean()) if len(v) else math.nan,
     }
@@ -237,7 +234,7 @@ def _config_summary(cfg: Mapping[str, Any], measured: _Measured) -> dict[str, An
     hits = int(sub["hits"].sum())
     violations, n_violations, compliance = _violations(computed.over_cap, ids, mine, "stored", cfg["cap"])
     true_violations, n_true, true_compliance = _violations(computed.over_cap, ids, mine, "true", cfg["cap"])
-    stage_losses = _value_counts(loss_stage.filter(pa.array(mine[loss_rows], type=pa.bool_())))
+    stage_losses = _counts(loss_stage.filter(pa.array(mine[loss_rows], type=pa.bool_())))
     latency = {stage: latency_stats(column[f"{stage}_us"][rows]) for stage in SUMMARY_LATENCY_ORDER}
     mean_e2e = latency["e2e"]["mean"]
     references = int(column["guard_references"][rows].sum())
@@ -310,18 +307,13 @@ def _violations(
     return first, len(over), _ratio(n_rows - violating, n_rows)
 
 
-def _counts(values: pd.Series) -> dict[str, int]:
-    """How often each value occurs, by value."""
-    return {str(k): int(v) for k, v in sorted(values.value_counts(sort=False).items())}
+def _counts(values: pd.Series | pa.Array) -> dict[str, int]:
+    """How often each value occurs, by value (a missing one is not counted).
 
-
-def _value_counts(values: pa.Array) -> dict[str, int]:
-    """:func:`_counts` of an Arrow array: how often each value occurs, by value (a null is not counted).
-
-    >>> _value_counts(pa.array(["cap", None, "dedup", "cap"]))
-    {'cap': 2, 'dedup': 1}
+    >>> _counts(pa.array(["cap", None, "dedup", "cap"])), _counts(pd.Series(["b", "a", None], dtype=object))
+    ({'cap': 2, 'dedup': 1}, {'a': 1, 'b': 1})
     """
-    counted = pc.value_counts(pc.drop_null(values)).to_pylist()
+    counted = pc.value_counts(pc.drop_null(pa.array(values, from_pandas=True))).to_pylist()
     return {str(c["values"]): int(c["counts"]) for c in sorted(counted, key=lambda c: c["values"])}
 
 
