@@ -85,18 +85,17 @@ def row_coded(table: pa.Table, names: Sequence[str], rows: int | None = None) ->
     """
     step = CODE_ROWS if rows is None else rows
     starts = range(0, table.num_rows, step)
-    parts = [coded(table.slice(start, step), names) for start in starts]
-    if len(parts) <= 1:
-        return parts[0] if parts else coded(table, names)
-    sizes = np.cumsum([len(vocab) for _, vocab in parts]) - [len(vocab) for _, vocab in parts]
+    parts = [coded(table.slice(start, step), names) for start in starts] or [coded(table, names)]  # no rows: one
+    vocabs = [vocab for _, vocab in parts]
+    first_code = np.cumsum([0] + [len(vocab) for vocab in vocabs])  # each slice's codes follow the one before's
     out = [
         Flat(
-            np.concatenate([flats[i].row + start for (flats, _), start in zip(parts, starts, strict=True)]),
-            np.concatenate([flats[i].code + size for (flats, _), size in zip(parts, sizes, strict=True)]),
+            np.concatenate([flats[i].row + step * j for j, (flats, _) in enumerate(parts)]),
+            np.concatenate([flats[i].code + first_code[j] for j, (flats, _) in enumerate(parts)]),
         )
         for i in range(len(names))
     ]
-    return out, pa.concat_arrays([vocab for _, vocab in parts])
+    return out, pa.concat_arrays(vocabs)
 
 
 def int_values(table: pa.Table, name: str) -> Array:

@@ -195,7 +195,7 @@ def summarize(
     m = computed.frame
     column = {name: np.concatenate(parts) if parts else np.zeros(0) for name, parts in scalars.items()}
     loss_rows = np.concatenate([r for r, _ in losses]) if losses else np.zeros(0, dtype=np.int64)
-    loss_stage = pa.concat_arrays([stages.cast(pa.string()) for _, stages in losses] or [pa.array([], pa.string())])
+    loss_stage = pa.concat_arrays([stages.cast(pa.string()) for _, stages in losses])  # a batch at least (empty)
     config_of = m["config"].to_numpy(dtype=object)
     ids = pa.chunked_array([c for ids in query_ids for c in ids.chunks], type=pa.string())
     measured = _Measured(
