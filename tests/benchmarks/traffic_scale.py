@@ -55,7 +55,9 @@ CONFIGS = ("legacy-merge", "evidence")
 LATENCY = ("transform_us", "search_us", "postprocess_us", "projection_us", "e2e_us", "postsearch_cpu_us")
 
 
-def _experiment(uri: str, root: Path, n: int) -> tuple[object, list[str], str]:
+def _experiment(uri: str, root: Path, n: int, *, write: bool = True) -> tuple[object, list[str], str]:
+    """The experiment, the log's texts and the collection; ``write``: the log and its cached vectors are written
+    (the bare loop's child reads those its parent wrote)."""
     exp = with_overrides(load_experiment(SHIPPED / "experiments" / "default.toml"), Overrides(milvus_uri=uri))
     exp = replace(exp, configs=tuple(c for c in exp.configs if c.name in CONFIGS), baseline="legacy-merge",
                   cache_dir=root / "cache", timing=TimingPlan(mode=LatencyMode.OFF), gates=None)  # fmt: skip
@@ -65,16 +67,17 @@ def _experiment(uri: str, root: Path, n: int) -> tuple[object, list[str], str]:
     transformer = KnowledgeQueryTransformer()
     base = [q.text for q in prep.dataset.queries.values()]
     base_vectors = prep.resolver.resolve([transformer.transform(t).normalized_query for t in base])
-    rng = np.random.default_rng(20261204)
     texts = [f"{base[i % len(base)]} (variant {i})" for i in range(n)]
-    noise = rng.normal(scale=0.02, size=(n, base_vectors.shape[1]))
-    vectors = base_vectors[np.arange(n) % len(base)] + noise
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    cache = EmbeddingCache(exp.cache_dir, exp.embedder.model_id)
-    cache.put([transformer.transform(t).normalized_query for t in texts], vectors.astype(np.float32))
-    cache.flush()
     log = root / "log.jsonl"
-    log.write_text("".join(json.dumps({"query": t}) + "\n" for t in texts))
+    if write:
+        rng = np.random.default_rng(20261204)
+        noise = rng.normal(scale=0.02, size=(n, base_vectors.shape[1]))
+        vectors = base_vectors[np.arange(n) % len(base)] + noise
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        cache = EmbeddingCache(exp.cache_dir, exp.embedder.model_id)
+        cache.put([transformer.transform(t).normalized_query for t in texts], vectors.astype(np.float32))
+        cache.flush()
+        log.write_text("".join(json.dumps({"query": t}) + "\n" for t in texts))
     exp = replace(exp, traffic=TrafficSpec(path=log))  # beside the 264 labelled queries (0.3% of the rows)
     return exp, texts, ingested.collection
 
@@ -130,7 +133,7 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="traffic-scale-"))
     uri = args.milvus_uri or str(root / "milvus.db")
-    exp, texts, collection = _experiment(uri, root, args.queries)
+    exp, texts, collection = _experiment(uri, root, args.queries, write=not args.bare_only)
     if args.bare_only:
         print(json.dumps({"bare_seconds": _bare(exp, texts, collection)}))
         return 0
