@@ -102,16 +102,28 @@ POSTPROCESS_METHOD = (
 )
 
 
-def latency_note(
-    plan: TimingPlan, *, backend: str, warmup: int, queries: int, timing_seconds: float, replay_seconds: float = 0.0
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ReplayCost:
+    """What a session's replay cost: the wall time of its timing searches (warm-up included; a resumed run's
+    earlier sessions are not counted), of the whole replay (timing included; 0: unknown), and the CPU time this
+    process spent in that replay (all its threads)."""
+
+    timing_seconds: float
+    replay_seconds: float = 0.0
+    replay_cpu_seconds: float = 0.0
+
+
+def latency_note(plan: TimingPlan, *, backend: str, warmup: int, queries: int, cost: ReplayCost) -> dict[str, Any]:
     """How the run's latency figures were measured, for ``summary.json`` and the report.
 
-    ``timing_seconds`` is the wall time the timing searches took in this session (warm-up
-    included; a resumed run's earlier sessions are not counted): the measurement's own cost, also
-    given as its share of the whole replay's ``replay_seconds`` (timing included; None when unknown).
+    ``cost.timing_seconds`` is the measurement's own cost, also given as its share of the whole replay's
+    ``replay_seconds`` (None when unknown). ``replay_cpu_seconds`` is also given as a share of the replay's
+    wall time: near 1 or above, the replay is bound by its own work; well below 1, it mostly waits (on a Milvus
+    server, or on workers that replay the batches).
     """
-    share = round(timing_seconds / replay_seconds, 4) if replay_seconds > 0 else None
+    replay_seconds = cost.replay_seconds
+    share = round(cost.timing_seconds / replay_seconds, 4) if replay_seconds > 0 else None
+    cpu_share = round(cost.replay_cpu_seconds / replay_seconds, 4) if replay_seconds > 0 else None
     return {
         "backend": backend,
         "search": {
@@ -120,9 +132,11 @@ def latency_note(
             "queries": queries,
             "warmup": warmup,
             "method": SEARCH_METHOD,
-            "timing_seconds": round(timing_seconds, 3),
+            "timing_seconds": round(cost.timing_seconds, 3),
             "replay_seconds": round(replay_seconds, 3),
             "timing_share_of_replay": share,
+            "replay_cpu_seconds": round(cost.replay_cpu_seconds, 3),
+            "replay_cpu_share": cpu_share,
         },
         "postprocess": {
             "method": POSTPROCESS_METHOD,
@@ -134,13 +148,9 @@ def latency_note(
     }
 
 
-def label_search_timing(
-    summary_configs: dict[str, Any], groups: Mapping[str, tuple[str, list[str]]]
-) -> dict[str, Any]:
+def label_search_timing(summary_configs: dict[str, Any], groups: Mapping[str, tuple[str, list[str]]]) -> dict[str, Any]:
     """Add to each config's ``search_latency`` the search it timed and the configs sharing that measurement."""
     for name, cfg in summary_configs.items():
         label, members = groups[name]
-        cfg.setdefault("search_latency", {}).update(
-            timed_search=label, shared_with=[m for m in members if m != name]
-        )
+        cfg.setdefault("search_latency", {}).update(timed_search=label, shared_with=[m for m in members if m != name])
     return summary_configs

@@ -39,6 +39,7 @@ class Replayed:
     resumed_batches: int
     timing_seconds: float = 0.0  # the search timing pass, this session: the latency measurement's own cost
     replay_seconds: float = 0.0  # the whole replay, this session, timing pass included
+    replay_cpu_seconds: float = 0.0  # this process's CPU time in that replay (every thread of it)
     execution: dict[str, Any] | None = None  # where the replay ran (serial or Dask) and where latency was timed
 
 
@@ -83,7 +84,6 @@ class Execution:
     force_out: bool = False
 
 
-
 def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunStore, how: Execution) -> Replayed:
     """Replay every query under every config into the run store (on ``how.cluster``'s workers when given;
     resuming ``store``'s finished batches when ``how.resume``)."""
@@ -108,9 +108,9 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
             truth=truth, target=ingested.target, batch_size=exp.batch_size, warmup=exp.warmup, timing=exp.timing,
             done=frozenset(done),
         )  # fmt: skip
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         outcome = strategy.run(plan, port, store, progress)
-        replay_seconds = time.perf_counter() - started
+        replay_seconds, replay_cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     store.check_parts()
     check_unchanged(exp, prep, ingested, store)
     return Replayed(
@@ -121,6 +121,7 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
         resumed_batches=len(done),
         timing_seconds=outcome.timing_seconds,
         replay_seconds=replay_seconds,
+        replay_cpu_seconds=replay_cpu_seconds,
         execution=outcome.execution,
     )
 

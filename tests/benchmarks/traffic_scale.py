@@ -148,7 +148,8 @@ def main() -> int:
     peak_run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the set-up's, then the run's
     bare_after = _bare(exp, texts, collection)
     bare = (bare_before + bare_after) / 2
-    replay = float(result.summary["latency"]["search"]["replay_seconds"])
+    search = result.summary["latency"]["search"]
+    replay, replay_cpu = float(search["replay_seconds"]), float(search["replay_cpu_seconds"])
     # the shipped traffic experiment's gates (the run's latency is off: the default gates' latency check
     # could not be evaluated, and the compare would end with exit 2)
     checks = tomllib.loads((SHIPPED / "experiments" / "traffic.toml").read_text())["gates"]["checks"]
@@ -166,7 +167,8 @@ def main() -> int:
     print(f"queries {args.queries:,} x {len(CONFIGS)} configs on {'a server' if args.milvus_uri else 'Milvus Lite'}")
     print(f"bare loop (search + post-process of both configs): {bare_before:.1f} s before the run, "
           f"{bare_after:.1f} s after it, mean {bare:.1f} s")  # fmt: skip
-    print(f"replay (the run's replay stage): {replay:.1f} s = x{replay / bare:.2f} the bare loop")
+    print(f"replay (the run's replay stage): {replay:.1f} s = x{replay / bare:.2f} the bare loop; this process's CPU "
+          f"in it {replay_cpu:.1f} s ({replay_cpu / replay:.0%} of its wall time)")  # fmt: skip
     print(f"the whole run: {run_wall:.1f} s, peak memory {peak_run:,.0f} MB")
     print(f"rag-eval compare (label-free comparison): {compare_wall:.1f} s, exit {done.returncode}, "
           f"peak memory {peak_compare:,.0f} MB")  # fmt: skip

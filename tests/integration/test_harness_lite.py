@@ -163,6 +163,10 @@ def test_latency_figures_say_how_and_on_which_backend_they_were_measured(
     assert 0 < search["timing_seconds"] < search["replay_seconds"]
     assert search["timing_share_of_replay"] == pytest.approx(search["timing_seconds"] / search["replay_seconds"],
                                                              abs=1e-3)  # of the seconds before rounding
+    # this process's CPU in the replay: some, bounded by its threads at work at once (Lite's searches among them)
+    assert 0 < search["replay_cpu_seconds"] < 4 * search["replay_seconds"]
+    assert search["replay_cpu_share"] == pytest.approx(search["replay_cpu_seconds"] / search["replay_seconds"],
+                                                       abs=1e-3)  # fmt: skip
     evidence = result.summary["configs"]["evidence"]
     timing = evidence["search_latency"]
     assert timing["timed_search"] == "dense, no filter, retrieve-k 20"

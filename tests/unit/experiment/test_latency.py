@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rag_eval.core.errors import ConfigError
-from rag_eval.experiment.latency import LatencyMode, TimingPlan, label_search_timing, latency_note
+from rag_eval.experiment.latency import LatencyMode, ReplayCost, TimingPlan, label_search_timing, latency_note
 
 
 def test_the_queries_timed_all_off_or_a_seeded_sample() -> None:
@@ -79,7 +79,7 @@ def test_a_latency_flag_that_is_none_of_these_is_refused_naming_the_flag(text: s
 
 def test_the_latency_note() -> None:
     note = latency_note(TimingPlan(sample_size=2, seed=5), backend="Milvus Lite 2.4", warmup=3, queries=10,
-                        timing_seconds=1.23456, replay_seconds=4.0)  # fmt: skip
+                        cost=ReplayCost(1.23456, 4.0, 3.00004))  # fmt: skip
     search, post = note["search"], note["postprocess"]
     assert note["backend"] == "Milvus Lite 2.4"
     assert {k: search[k] for k in ("mode", "sample_size", "seed", "timed_queries", "queries", "warmup")} == {
@@ -90,9 +90,13 @@ def test_the_latency_note() -> None:
         4.0,
         0.3086,
     )
+    assert (search["replay_cpu_seconds"], search["replay_cpu_share"]) == (3.0, 0.75)  # of the seconds before rounding
     assert (post["timed_queries"], post["warmup_rounds"], post["repeats"], post["order_seed"]) == (10, 1, 5, 5)
-    unknown = latency_note(TimingPlan(mode=LatencyMode.OFF), backend="b", warmup=0, queries=4, timing_seconds=0.0)
+    unknown = latency_note(TimingPlan(mode=LatencyMode.OFF), backend="b", warmup=0, queries=4, cost=ReplayCost(0.0))
     assert unknown["search"]["timing_share_of_replay"] is None and unknown["search"]["timed_queries"] == 0
+    assert unknown["search"]["replay_cpu_share"] is None and unknown["search"]["replay_cpu_seconds"] == 0.0
+    busy = latency_note(TimingPlan(), backend="b", warmup=0, queries=4, cost=ReplayCost(0.0, 2.0, 2.6))
+    assert busy["search"]["replay_cpu_share"] == 1.3  # two threads of the process at work at once: above 1
     assert (unknown["postprocess"]["warmup_rounds"], unknown["postprocess"]["repeats"]) == (0, 1)
 
 

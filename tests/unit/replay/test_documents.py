@@ -106,7 +106,7 @@ def test_what_pairs_a_run_with_an_earlier_one() -> None:
 def test_the_summary_document_of_a_run() -> None:
     replayed = cast(Any, SimpleNamespace(
         backend=SimpleNamespace(kind="lite", server_version="2.4.0"), queries=40, timing_seconds=1.0,
-        replay_seconds=4.0, execution={"replay": "serial"},
+        replay_seconds=4.0, replay_cpu_seconds=3.0, execution={"replay": "serial"},
     ))  # fmt: skip
     measured = {spec.name: {"judged_queries": 30 + i, "recall@5": math.nan} for i, spec in enumerate(EXP.configs)}
     manifest = {
@@ -124,6 +124,7 @@ def test_the_summary_document_of_a_run() -> None:
     assert (got["label_level"], got["label_note"]) == ("document", LABEL_NOTES["document"])
     assert got["label_note"].startswith("no span qrels: ")
     assert (got["backend"], got["latency"]["backend"]) == ("lite", "Milvus Lite 2.4.0")
+    assert (got["latency"]["search"]["replay_cpu_seconds"], got["latency"]["search"]["replay_cpu_share"]) == (3.0, 0.75)
     assert got["cutoffs"] == list(EXP.cutoffs) and got["execution"] == {"replay": "serial"}
     assert got["configs"]["evidence"]["recall@5"] is None  # NaN is written as null
     assert "whatif-content-dedup" in got["configs"]["evidence"]["search_latency"]["shared_with"]

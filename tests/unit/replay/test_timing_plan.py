@@ -15,7 +15,7 @@ from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError
 from rag_eval.datasets.chunking import Chunk
 from rag_eval.experiment import ConfigSpec, Overrides, load_experiment, with_overrides
-from rag_eval.experiment.latency import LatencyMode, TimingPlan, label_search_timing, latency_note
+from rag_eval.experiment.latency import LatencyMode, ReplayCost, TimingPlan, label_search_timing, latency_note
 from rag_eval.ingest.collection import IngestRow
 from rag_eval.metrics.measures import latency_stats, quantile_ci
 from rag_eval.replay.batches import Replayer, timing_groups
@@ -137,11 +137,11 @@ def test_untimed_queries_have_no_search_e2e_or_qps_but_keep_their_post_process_t
     labelled = label_search_timing({"a": {}, "b": {}, "c": {}}, groups)
     assert labelled["a"]["search_latency"]["shared_with"] == ["b"]
     assert labelled["c"]["search_latency"]["shared_with"] == []
-    note = latency_note(TimingPlan(sample_size=4, seed=1), backend="x", warmup=1, queries=12, timing_seconds=0.5,
-                        replay_seconds=2.0)  # fmt: skip
+    note = latency_note(TimingPlan(sample_size=4, seed=1), backend="x", warmup=1, queries=12,
+                        cost=ReplayCost(0.5, 2.0))  # fmt: skip
     assert (note["search"]["timed_queries"], note["search"]["seed"], note["postprocess"]["timed_queries"]) == (4, 1, 12)
     assert (note["search"]["replay_seconds"], note["search"]["timing_share_of_replay"]) == (2.0, 0.25)
-    unknown = latency_note(TimingPlan(), backend="x", warmup=1, queries=12, timing_seconds=0.5)
+    unknown = latency_note(TimingPlan(), backend="x", warmup=1, queries=12, cost=ReplayCost(0.5))
     assert unknown["search"]["timing_share_of_replay"] is None
 
 

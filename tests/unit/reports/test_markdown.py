@@ -14,7 +14,7 @@ import pytest
 
 from rag_eval.compare.comparison import compare
 from rag_eval.compare.gates import gates_from_table
-from rag_eval.experiment.latency import TimingPlan, latency_note
+from rag_eval.experiment.latency import ReplayCost, TimingPlan, latency_note
 from rag_eval.metrics.registry import LATENCY_STAGES
 from rag_eval.reports.markdown import IDENTITY_MEASURES, identity_rows, md_text, render_markdown
 from tests.report_runs import HOSTILE, synthetic_run
@@ -27,7 +27,7 @@ def _inputs(run: Path, *, backend: str = "lite") -> tuple[dict[str, Any], dict[s
     manifest = json.loads((run / "manifest.json").read_text())
     queries = int(summary["queries"])
     summary["latency"] = latency_note(
-        TimingPlan(), backend=f"Milvus {backend}", warmup=0, queries=queries, timing_seconds=0.25
+        TimingPlan(), backend=f"Milvus {backend}", warmup=0, queries=queries, cost=ReplayCost(0.25)
     )
     for name, cfg in summary["configs"].items():
         cfg["search_latency"].update(timed_search=name, shared_with=[])
