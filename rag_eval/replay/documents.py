@@ -15,7 +15,7 @@ from typing import Any
 
 from rag_eval.core.config import PipelineKind
 from rag_eval.experiment import ConfigSpec, Experiment
-from rag_eval.experiment.latency import ReplayCost, label_search_timing, latency_note
+from rag_eval.experiment.latency import label_search_timing, latency_note
 from rag_eval.experiment.whatif import WHAT_IF_NOTES
 from rag_eval.files import json_safe
 from rag_eval.replay import provenance
@@ -114,7 +114,7 @@ def run_summary(
                 backend=f"Milvus {'Lite' if backend.kind == 'lite' else 'server'} {backend.server_version}",
                 warmup=exp.warmup,
                 queries=replayed.queries,
-                cost=ReplayCost(replayed.timing_seconds, replayed.replay_seconds, replayed.replay_cpu_seconds),
+                cost=replayed.cost,
             ),
             "configs": label_search_timing(measured, timing_groups(exp.configs)),
             "execution": replayed.execution,

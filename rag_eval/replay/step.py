@@ -18,6 +18,7 @@ from rag_eval.core.errors import CollectionChangedError
 from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.existing.preflight import fingerprint_now
 from rag_eval.experiment import Experiment
+from rag_eval.experiment.latency import ReplayCost
 from rag_eval.ingest.collection import IngestResult
 from rag_eval.replay import provenance
 from rag_eval.replay.prepare import Prepared, Progress
@@ -37,9 +38,7 @@ class Replayed:
     ingest: IngestResult
     backend: BackendInfo
     resumed_batches: int
-    timing_seconds: float = 0.0  # the search timing pass, this session: the latency measurement's own cost
-    replay_seconds: float = 0.0  # the whole replay, this session, timing pass included
-    replay_cpu_seconds: float = 0.0  # this process's CPU time in that replay (every thread of it)
+    cost: ReplayCost  # this session's: the timing pass, the whole replay, this process's CPU in it
     execution: dict[str, Any] | None = None  # where the replay ran (serial or Dask) and where latency was timed
 
 
@@ -119,9 +118,7 @@ def replay(exp: Experiment, prep: Prepared, ingested: IngestResult, store: RunSt
         ingest=ingested,
         backend=backend,
         resumed_batches=len(done),
-        timing_seconds=outcome.timing_seconds,
-        replay_seconds=replay_seconds,
-        replay_cpu_seconds=replay_cpu_seconds,
+        cost=ReplayCost(outcome.timing_seconds, replay_seconds, replay_cpu_seconds),
         execution=outcome.execution,
     )
 

@@ -12,6 +12,7 @@ import pytest
 
 from rag_eval.core.config import RagConfig
 from rag_eval.experiment import ConfigSpec, load_experiment
+from rag_eval.experiment.latency import ReplayCost
 from rag_eval.replay.documents import LABEL_NOTES, config_rows, data_identity, pipeline_note, run_summary
 from tests.conftest import SHIPPED
 
@@ -105,8 +106,8 @@ def test_what_pairs_a_run_with_an_earlier_one() -> None:
 
 def test_the_summary_document_of_a_run() -> None:
     replayed = cast(Any, SimpleNamespace(
-        backend=SimpleNamespace(kind="lite", server_version="2.4.0"), queries=40, timing_seconds=1.0,
-        replay_seconds=4.0, replay_cpu_seconds=3.0, execution={"replay": "serial"},
+        backend=SimpleNamespace(kind="lite", server_version="2.4.0"), queries=40, cost=ReplayCost(1.0, 4.0, 3.0),
+        execution={"replay": "serial"},
     ))  # fmt: skip
     measured = {spec.name: {"judged_queries": 30 + i, "recall@5": math.nan} for i, spec in enumerate(EXP.configs)}
     manifest = {
