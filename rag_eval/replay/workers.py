@@ -18,9 +18,9 @@ import numpy as np
 
 from rag_eval.core.errors import RagEvalError, RunStoreError, SearchUnavailableError
 from rag_eval.experiment import ConfigSpec
-from rag_eval.files import write_parquet
+from rag_eval.files import replaced
 from rag_eval.replay.batches import BatchTiming, Replayer, long_lived_frozen
-from rag_eval.rundir.parts import COMPRESSION, part_name
+from rag_eval.rundir import parts
 from rag_eval.rundir.rows import Truth, rows_to_table
 from rag_eval.search.milvus import MilvusSearch, SearchTarget
 
@@ -159,20 +159,20 @@ def cut_cycles(exc: BaseException) -> None:
 def write_part(parts_url: str, number: int, rows: list[dict[str, object]]) -> None:
     """A batch's rows as a part, written whole or not at all (a local path or an fsspec URL)."""
     import fsspec
-    import pyarrow.parquet as pq
     from fsspec.implementations.local import LocalFileSystem
 
     table = rows_to_table(rows)
-    name = part_name(number)
+    name = parts.part_name(number)
     fs, root = fsspec.core.url_to_fs(parts_url)
     try:
         if isinstance(fs, LocalFileSystem):
-            write_parquet(Path(root) / name, table, compression=COMPRESSION, statistics=False)
+            with replaced(Path(root) / name) as tmp:
+                parts.write(table, tmp)
             return
         fs.makedirs(root, exist_ok=True)
         temporary, final = f"{root.rstrip('/')}/.{name}.tmp", f"{root.rstrip('/')}/{name}"
         with fs.open(temporary, "wb") as fh:
-            pq.write_table(table, fh, compression=COMPRESSION, write_statistics=False)
+            parts.write(table, fh)
         fs.mv(temporary, final)
     except OSError as exc:
         raise RunStoreError(f"cannot write a batch: {exc}", path=parts_url) from exc

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunStoreError
-from rag_eval.files import replaced, write_json, write_parquet, write_text
+from rag_eval.files import replaced, write_json, write_text
 from rag_eval.redact import redact_argv
 from rag_eval.rundir import parts
 from rag_eval.rundir.rows import SCHEMA, rows_to_table
@@ -220,8 +220,8 @@ class RunStore:
         try:
             # not synced: a sync per batch was 12% of a Lite replay; a part a power cut left short is named
             # by --resume's check of the parts (remove it and its batch replays), the published files are synced
-            path = self.parts_dir / parts.part_name(number)
-            write_parquet(path, rows_to_table(rows), sync=False, compression=parts.COMPRESSION, statistics=False)
+            with replaced(self.parts_dir / parts.part_name(number), sync=False) as tmp:
+                parts.write(rows_to_table(rows), tmp)
         except OSError as exc:
             raise RunStoreError(f"cannot write a batch: {exc.strerror}", path=str(self.parts_dir)) from exc
 
@@ -243,10 +243,9 @@ class RunStore:
         """The finished batches' rows in batch order, one part at a time (only ``columns`` when given)."""
         schema = SCHEMA if columns is None else pa.schema([SCHEMA.field(c) for c in columns])
         found = parts.listed(self.parts_dir)
-        wanted = list(columns) if columns is not None else None
         for number in sorted(found):
             try:
-                table = pq.read_table(found[number], schema=schema, columns=wanted)
+                table = parts.read(found[number], schema)
             except (pa.ArrowException, OSError, ValueError) as exc:  # damaged since it was written
                 why = f"cannot read a finished batch ({exc}): {parts.REMOVE}"
                 raise RunStoreError(why, path=str(found[number])) from exc

@@ -1,49 +1,54 @@
-"""A run's parts: one Parquet file of rows per finished batch of queries, ``batch-NNNNN.parquet``.
+"""A run's parts: one Arrow IPC file of rows per finished batch of queries, ``batch-NNNNN.arrow``.
 
 They are written into the run directory's ``.parts``, or by workers elsewhere under a parts URL
 (``--parts``: a shared directory or an fsspec URL), each replay into a directory of its own there, from
 where the run takes each finished part into ``.parts`` (:func:`take`), checked whole first. A file named
 like a part that is not one is an error naming it, never a batch skipped or read twice.
 
->>> part_name(7), part_number(Path("batch-00007.parquet")), part_name(123_456)
-('batch-00007.parquet', 7, 'batch-123456.parquet')
->>> part_number(Path("/run/.parts/batch-7.parquet"))
+>>> part_name(7), part_number(Path("batch-00007.arrow")), part_name(123_456)
+('batch-00007.arrow', 7, 'batch-123456.arrow')
+>>> part_number(Path("/run/.parts/batch-7.arrow"))
 Traceback (most recent call last):
 ...
-rag_eval.core.errors.RunStoreError: /run/.parts/batch-7.parquet: named like a part, not one rag-eval wrote \
-(batch-NNNNN.parquet): move it away and run again
+rag_eval.core.errors.RunStoreError: /run/.parts/batch-7.arrow: named like a part, not one rag-eval wrote \
+(batch-NNNNN.arrow): move it away and run again
 """
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.ipc as ipc
 
 from rag_eval.core.errors import RunStoreError
 from rag_eval.files import replaced
 from rag_eval.rundir.rows import SCHEMA
 
-PATTERN = "batch-*.parquet"
-# a part lives until the run is published: written fast (lz4, no column statistics: 2 ms against zstd's 4 ms
-# for a batch of 64 rows, a third larger), read once; the published per-query table is zstd
-COMPRESSION = "lz4"
+SUFFIX = ".arrow"
+PATTERN = f"batch-*{SUFFIX}"
+# a part lives until the run is published: written once and read about twelve times (the per-query table, the
+# summary, the texts, the rankings: each a pass over the parts), so an Arrow IPC file, lz4 (no encoding to
+# undo, memory-mapped when read: a Parquet part took five times as long to read and twice as long to write,
+# a part without compression is 2.5 times as large for a few percent less time; docs/performance.md, "The
+# parts"); the published per-query table is Parquet (zstd)
+COMPRESSION: str | None = "lz4"
 RETAKE = "run again with --resume to replay its batch"  # a part under a parts URL is left where it is
 REMOVE = "remove it and run again with --resume to replay its batch"  # a part in .parts
 
 
 def part_name(number: int) -> str:
     """Batch ``number``'s file name, in ``.parts`` and under a parts URL."""
-    return f"batch-{number:05d}.parquet"
+    return f"batch-{number:05d}{SUFFIX}"
 
 
 def part_number(path: Path) -> int:
     """The batch number a part's file name gives (only a name :func:`part_name` makes)."""
-    digits = path.name.removeprefix("batch-").removesuffix(".parquet")
+    digits = path.name.removeprefix("batch-").removesuffix(SUFFIX)
     if not (digits.isascii() and digits.isdigit()) or part_name(int(digits)) != path.name:
-        why = "named like a part, not one rag-eval wrote (batch-NNNNN.parquet): move it away and run again"
+        why = f"named like a part, not one rag-eval wrote (batch-NNNNN{SUFFIX}): move it away and run again"
         raise RunStoreError(why, path=str(path))
     return int(digits)
 
@@ -90,12 +95,35 @@ def drop_session(url: str) -> None:
         pass  # a leftover empty directory holds nothing anyone reads
 
 
+def write(table: pa.Table, sink: str | Path | BinaryIO) -> None:
+    """``table`` (of :data:`SCHEMA`) as a part: an Arrow IPC file (footer last, so a file cut short is
+    refused by :func:`check_part`) into ``sink``, a path or an open binary file."""
+    target = str(sink) if isinstance(sink, Path) else sink
+    with ipc.new_file(target, table.schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as writer:
+        writer.write_table(table)
+
+
+def read(path: Path, schema: pa.Schema) -> pa.Table:
+    """A part's rows, only the columns of ``schema`` (fields of :data:`SCHEMA`), memory-mapped: columns not
+    asked for are not read. Raises what pyarrow raises for a file that is not a whole part."""
+    with pa.memory_map(str(path)) as source:
+        reader = ipc.open_file(source)
+        names = reader.schema.names
+        if names != SCHEMA.names:
+            raise ValueError("its columns differ from a part's")
+        wanted = [names.index(name) for name in schema.names]
+        options = ipc.IpcReadOptions(included_fields=wanted)
+        table = ipc.open_file(source, options=options).read_all().select(schema.names)
+    return table if table.schema.equals(schema) else table.cast(schema)
+
+
 def check_part(path: Path, shown: str, *, advice: str) -> None:
-    """Refuse a part that is not a whole Parquet file of the run's rows (cut short, or another file): an
+    """Refuse a part that is not a whole Arrow IPC file of the run's rows (cut short, or another file): an
     error naming it as ``shown``, with ``advice`` (what replays its batch). Reads its footer only."""
     try:
-        names = pq.read_schema(path).names
+        with pa.memory_map(str(path)) as source:
+            names = ipc.open_file(source).schema.names
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise RunStoreError(f"a damaged part, not a whole Parquet file ({exc}): {advice}", path=shown) from exc
+        raise RunStoreError(f"a damaged part, not a whole Arrow file ({exc}): {advice}", path=shown) from exc
     if names != SCHEMA.names:
         raise RunStoreError(f"not a part of a rag-eval run (its columns differ): {advice}", path=shown)

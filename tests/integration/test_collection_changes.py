@@ -50,7 +50,7 @@ def change_after_the_first_batch(monkeypatch: pytest.MonkeyPatch, change: Callab
 
 
 def nothing_published(out: Path) -> bool:
-    return not any((out / name).exists() for name in PUBLISHED) and any((out / ".parts").glob("batch-*.parquet"))
+    return not any((out / name).exists() for name in PUBLISHED) and any((out / ".parts").glob("batch-*.arrow"))
 
 
 @pytest.mark.parametrize("how", ["inserted", "deleted"])

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rag_eval.rundir.parts import write
 from tests.conftest import SHIPPED
 from tests.integration.test_run_guarantees import _interrupted_run, _resume
 
@@ -23,12 +24,12 @@ def test_resume_over_damaged_or_foreign_parts_names_the_file_and_replays_it_once
     shutil.copytree(SHIPPED, dataset, ignore=shutil.ignore_patterns("src", "experiments"))
     out = _interrupted_run(tmp_path, dataset, "m.db")
     parts = out / ".parts"
-    first, second = sorted(parts.glob("batch-*.parquet"))
+    first, second = sorted(parts.glob("batch-*.arrow"))
     original = first.read_bytes()
-    foreign = parts / "batch-x.parquet"
+    foreign = parts / "batch-x.arrow"
     damages = {
         first: lambda: first.write_bytes(original[: len(original) // 2]),  # cut short
-        second: lambda: pq.write_table(pa.table({"query_id": ["q1"]}), second),  # another table
+        second: lambda: write(pa.table({"query_id": ["q1"]}), second),  # another table
         foreign: lambda: foreign.write_bytes(b"not a part"),  # named like a part
     }
     kept = {second: second.read_bytes()}

@@ -74,7 +74,7 @@ def test_two_workers_on_lite_give_the_serial_rows_from_the_cli(tmp_path: Path) -
     assert "2 local worker processes" in summary["execution"]["replay"]
     assert "serially" in summary["execution"]["search_timing"]
     assert list(scratch.glob("rag-eval-lite-*")) == []  # every worker's Lite copy removed (Dask's scratch stays)
-    assert not remote.exists() or list(remote.rglob("*.parquet")) == []  # parts moved into the run directory
+    assert not remote.exists() or list(remote.rglob("*.arrow")) == []  # parts moved into the run directory
 
 
 @pytest.mark.milvus_server

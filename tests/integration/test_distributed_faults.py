@@ -49,7 +49,7 @@ def wait_for(condition: Callable[[], bool], thread: threading.Thread, timeout: f
 
 
 def parts_in(directory: Path) -> int:
-    return len(list(directory.glob("batch-*.parquet")))
+    return len(list(directory.glob("batch-*.arrow")))
 
 
 def assert_whole(out: Path, configs: int) -> None:

@@ -209,7 +209,7 @@ def test_resume_after_a_crash_gives_the_same_rows(tmp_path: Path, monkeypatch: p
     with pytest.raises(RuntimeError, match="simulated crash"):
         jobs.run_experiment(exp, tmp_path / "resumed")
     assert not (tmp_path / "resumed" / "per_query.parquet").exists()
-    assert len(list((tmp_path / "resumed" / ".parts").glob("batch-*.parquet"))) == 2
+    assert len(list((tmp_path / "resumed" / ".parts").glob("batch-*.arrow"))) == 2
     monkeypatch.setattr(Replayer, "lookups", original)
     resumed = jobs.run_experiment(exp, tmp_path / "resumed", jobs.Execution(resume=True))
     assert resumed.resumed_batches == 2
@@ -246,7 +246,7 @@ def test_ctrl_c_then_resume_with_the_command(tmp_path: Path) -> None:
     proc = subprocess.Popen(interruptible, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     parts = out / ".parts"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(parts.glob("batch-*.parquet"))) < 2:
+    while time.monotonic() < deadline and len(list(parts.glob("batch-*.arrow"))) < 2:
         if proc.poll() is not None:
             break
         time.sleep(0.02)

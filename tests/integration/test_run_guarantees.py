@@ -77,7 +77,7 @@ def _interrupted_run(tmp_path: Path, dataset: Path, uri: str) -> Path:
         capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 130, proc.stderr
-    assert len(list((out / ".parts").glob("batch-*.parquet"))) == 2
+    assert len(list((out / ".parts").glob("batch-*.arrow"))) == 2
     return out
 
 

@@ -67,7 +67,7 @@ def lost_then_resumed(uri: str, collection: str, proxies: Callable[[], list[Prox
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Milvus" in err[0], err
     assert not any((out / name).exists() for name in PUBLISHED)
-    assert len(list((out / ".parts").glob("batch-*.parquet"))) == 1
+    assert len(list((out / ".parts").glob("batch-*.arrow"))) == 1
     monkeypatch.setattr(RunStore, "write_batch", original)
     for proxy in proxies():
         proxy.restore()  # the server back (on the same port)

@@ -7,12 +7,12 @@ from itertools import pairwise
 from pathlib import Path
 
 import fsspec
-import pyarrow.parquet as pq
+import pyarrow as pa
 import pytest
 
 from rag_eval.core.errors import RunStoreError
 from rag_eval.replay.workers import cut_cycles, release, write_part
-from rag_eval.rundir.parts import check_part
+from rag_eval.rundir.parts import check_part, read
 from rag_eval.rundir.rows import SCHEMA
 from tests.unit.runs import row
 
@@ -21,11 +21,10 @@ ROWS = [row("q1", "a", delivered=["d#chunk-0"]), row("q2", "a", delivered=[])]
 
 def test_a_part_is_written_into_a_local_directory_whole(tmp_path: Path) -> None:
     write_part(str(tmp_path), 3, ROWS)
-    assert [p.name for p in tmp_path.iterdir()] == ["batch-00003.parquet"]
-    table = pq.read_table(tmp_path / "batch-00003.parquet")
+    assert [p.name for p in tmp_path.iterdir()] == ["batch-00003.arrow"]
+    table = read(tmp_path / "batch-00003.arrow", SCHEMA)
     assert table.schema.names == SCHEMA.names and table.column("query_id").to_pylist() == ["q1", "q2"]
-    check_part(tmp_path / "batch-00003.parquet", "part", advice="")  # a part the run takes
-    assert pq.ParquetFile(tmp_path / "batch-00003.parquet").metadata.row_group(0).column(0).compression == "LZ4"
+    check_part(tmp_path / "batch-00003.arrow", "part", advice="")  # a part the run takes
 
 
 def test_a_part_is_written_under_a_parts_url_through_a_temporary_name(tmp_path: Path) -> None:
@@ -34,10 +33,10 @@ def test_a_part_is_written_under_a_parts_url_through_a_temporary_name(tmp_path: 
     try:
         write_part(url, 12, ROWS)
         assert [p.rsplit("/", 1)[-1] for p in fs.ls("/parts-of-a-test/rag-eval-abc", detail=False)] == [
-            "batch-00012.parquet"
+            "batch-00012.arrow"
         ]
-        with fs.open("/parts-of-a-test/rag-eval-abc/batch-00012.parquet", "rb") as fh:
-            assert pq.read_table(fh).column("query_id").to_pylist() == ["q1", "q2"]
+        with fs.open("/parts-of-a-test/rag-eval-abc/batch-00012.arrow", "rb") as fh:
+            assert pa.ipc.open_file(fh).read_all().column("query_id").to_pylist() == ["q1", "q2"]
     finally:
         fs.rm("/parts-of-a-test", recursive=True)
 

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from rag_eval.core.errors import RunStoreError
@@ -19,25 +18,27 @@ from rag_eval.rundir.parts import (
     listed,
     part_name,
     part_number,
+    read,
     session_url,
     take,
+    write,
 )
-from rag_eval.rundir.rows import rows_to_table
+from rag_eval.rundir.rows import SCHEMA, rows_to_table
 from tests.unit.runs import row
 
-LOOK_ALIKE = "named like a part, not one rag-eval wrote (batch-NNNNN.parquet): move it away and run again"
+LOOK_ALIKE = "named like a part, not one rag-eval wrote (batch-NNNNN.arrow): move it away and run again"
 
 
 def write_part(path: Path, queries: int = 2) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(rows_to_table([row(f"q{i}", "a", delivered=["d#chunk-0"]) for i in range(queries)]), path)
+    write(rows_to_table([row(f"q{i}", "a", delivered=["d#chunk-0"]) for i in range(queries)]), path)
     return path
 
 
 @pytest.mark.parametrize(
     ("number", "name"),
-    [(0, "batch-00000.parquet"), (7, "batch-00007.parquet"), (99_999, "batch-99999.parquet"),
-     (100_000, "batch-100000.parquet")],
+    [(0, "batch-00000.arrow"), (7, "batch-00007.arrow"), (99_999, "batch-99999.arrow"),
+     (100_000, "batch-100000.arrow")],
 )  # fmt: skip
 def test_a_parts_name_and_its_number_go_both_ways(number: int, name: str) -> None:
     assert part_name(number) == name
@@ -46,9 +47,9 @@ def test_a_parts_name_and_its_number_go_both_ways(number: int, name: str) -> Non
 
 @pytest.mark.parametrize(
     "name",
-    ["batch-7.parquet", "batch-007.parquet", "batch-000007.parquet", "batch-.parquet", "batch-0000a.parquet",
-     "batch--0001.parquet", "batch-+0001.parquet", "batch-\uff10\uff10\uff10\uff10\uff17.parquet",
-     "batch-00007.parquet.tmp"],
+    ["batch-7.arrow", "batch-007.arrow", "batch-000007.arrow", "batch-.arrow", "batch-0000a.arrow",
+     "batch--0001.arrow", "batch-+0001.arrow", "batch-\uff10\uff10\uff10\uff10\uff17.arrow",
+     "batch-00007.arrow.tmp"],
 )  # fmt: skip
 def test_a_name_like_a_parts_that_part_name_does_not_make_is_refused(name: str) -> None:
     with pytest.raises(RunStoreError) as err:
@@ -59,11 +60,11 @@ def test_a_name_like_a_parts_that_part_name_does_not_make_is_refused(name: str) 
 
 def test_the_parts_of_a_directory_by_number(tmp_path: Path) -> None:
     assert listed(tmp_path) == {}
-    for name in ("batch-00003.parquet", "batch-00001.parquet", "other.parquet", "batch-00002.json"):
+    for name in ("batch-00003.arrow", "batch-00001.arrow", "other.arrow", "batch-00002.json"):
         (tmp_path / name).write_text("")
-    assert listed(tmp_path) == {1: tmp_path / "batch-00001.parquet", 3: tmp_path / "batch-00003.parquet"}
-    (tmp_path / "batch-3.parquet").write_text("")
-    with pytest.raises(RunStoreError, match=re.escape(f"{tmp_path / 'batch-3.parquet'}: {LOOK_ALIKE}")):
+    assert listed(tmp_path) == {1: tmp_path / "batch-00001.arrow", 3: tmp_path / "batch-00003.arrow"}
+    (tmp_path / "batch-3.arrow").write_text("")
+    with pytest.raises(RunStoreError, match=re.escape(f"{tmp_path / 'batch-3.arrow'}: {LOOK_ALIKE}")):
         listed(tmp_path)
 
 
@@ -75,56 +76,77 @@ def test_each_replay_has_a_directory_of_its_own_under_the_parts_url() -> None:
 
 
 def test_a_whole_part_passes_the_check(tmp_path: Path) -> None:
-    assert check_part(write_part(tmp_path / "batch-00000.parquet"), "shown", advice=REMOVE) is None
+    assert check_part(write_part(tmp_path / "batch-00000.arrow"), "shown", advice=REMOVE) is None
+
+
+def test_a_part_cut_short_anywhere_is_refused(tmp_path: Path) -> None:
+    whole = write_part(tmp_path / "whole.arrow").read_bytes()
+    path = tmp_path / "batch-00000.arrow"
+    for size in (len(whole) - 1, len(whole) - 10, len(whole) // 2, 8):
+        path.write_bytes(whole[:size])
+        with pytest.raises(RunStoreError, match="a damaged part, not a whole Arrow file"):
+            check_part(path, "shown", advice=REMOVE)
+
+
+def test_a_part_reads_back_its_rows_and_only_the_columns_asked_for(tmp_path: Path) -> None:
+    rows = [row(f"q{i}", "a", delivered=["d#chunk-0"]) for i in range(3)]
+    path = write_part(tmp_path / "batch-00000.arrow", queries=3)
+    assert read(path, SCHEMA).equals(rows_to_table(rows))
+    some = pa.schema([SCHEMA.field("config"), SCHEMA.field("query_id")])
+    table = read(path, some)
+    assert table.schema.equals(some)
+    assert table.to_pydict() == {"config": ["a"] * 3, "query_id": ["q0", "q1", "q2"]}
+    path.unlink()  # memory-mapped: the rows read stay readable once the file is gone
+    assert table.column("query_id").to_pylist() == ["q0", "q1", "q2"]
 
 
 def test_a_part_of_other_columns_is_refused_naming_it_with_the_advice(tmp_path: Path) -> None:
-    path = tmp_path / "batch-00000.parquet"
-    pq.write_table(pa.table({"query_id": ["q1"]}), path)
+    path = tmp_path / "batch-00000.arrow"
+    write(pa.table({"query_id": ["q1"]}), path)
     with pytest.raises(RunStoreError) as err:
         check_part(path, "the/part", advice=REMOVE)
     assert str(err.value) == (
         "the/part: not a part of a rag-eval run (its columns differ): remove it and run again with --resume to "
         "replay its batch"
     )
-    full = pq.read_table(write_part(tmp_path / "full.parquet"))
-    pq.write_table(full.select(list(reversed(full.column_names))), path)  # the same columns in another order
+    full = read(write_part(tmp_path / "full.arrow"), SCHEMA)
+    write(full.select(list(reversed(full.column_names))), path)  # the same columns in another order
     with pytest.raises(RunStoreError, match="its columns differ"):
         check_part(path, "the/part", advice=REMOVE)
 
 
-@pytest.mark.parametrize("content", [b"", b"PAR1", b"not parquet at all"])
+@pytest.mark.parametrize("content", [b"", b"ARROW1", b"ARROW1\0\0ARROW1", b"PAR1", b"not arrow at all"])
 def test_a_damaged_part_is_refused_naming_it_with_the_advice(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "batch-00000.parquet"
+    path = tmp_path / "batch-00000.arrow"
     path.write_bytes(content)
     with pytest.raises(RunStoreError) as err:
-        check_part(path, "url/batch-00000.parquet", advice=RETAKE)
+        check_part(path, "url/batch-00000.arrow", advice=RETAKE)
     message = str(err.value)
-    assert message.startswith("url/batch-00000.parquet: a damaged part, not a whole Parquet file (")
+    assert message.startswith("url/batch-00000.arrow: a damaged part, not a whole Arrow file (")
     assert message.endswith("): run again with --resume to replay its batch")
 
 
 def test_a_whole_part_is_taken_from_the_parts_url_and_removed_there(tmp_path: Path) -> None:
     source, parts = tmp_path / "shared" / "rag-eval-abc", tmp_path / "run" / ".parts"
     parts.mkdir(parents=True)
-    written = write_part(source / "batch-00002.parquet", queries=3)
-    expected = pq.read_table(written)
-    assert take(str(source), 2, parts) == parts / "batch-00002.parquet"
+    written = write_part(source / "batch-00002.arrow", queries=3)
+    expected = read(written, SCHEMA)
+    assert take(str(source), 2, parts) == parts / "batch-00002.arrow"
     assert not written.exists()
-    assert pq.read_table(parts / "batch-00002.parquet").equals(expected)
-    assert sorted(p.name for p in parts.iterdir()) == ["batch-00002.parquet"]
+    assert read(parts / "batch-00002.arrow", SCHEMA).equals(expected)
+    assert sorted(p.name for p in parts.iterdir()) == ["batch-00002.arrow"]
 
 
 def test_a_damaged_part_is_left_where_it_is_and_nothing_is_taken(tmp_path: Path) -> None:
     source, parts = tmp_path / "shared", tmp_path / ".parts"
     parts.mkdir()
     source.mkdir()
-    (source / "batch-00001.parquet").write_bytes(b"cut short")
+    (source / "batch-00001.arrow").write_bytes(b"cut short")
     with pytest.raises(RunStoreError) as err:
         take(f"{source}/", 1, parts)
-    assert str(err.value).startswith(f"{source}/batch-00001.parquet: a damaged part")
+    assert str(err.value).startswith(f"{source}/batch-00001.arrow: a damaged part")
     assert str(err.value).endswith(RETAKE)
-    assert (source / "batch-00001.parquet").read_bytes() == b"cut short"
+    assert (source / "batch-00001.arrow").read_bytes() == b"cut short"
     assert list(parts.iterdir()) == []
 
 

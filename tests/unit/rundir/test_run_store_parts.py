@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from rag_eval.core.errors import RunStoreError
 from rag_eval.replay.workers import write_part
 from rag_eval.rundir.directory import RunStore
+from rag_eval.rundir.parts import write
 from tests.benchmarks.synthetic import per_query_table
 from tests.unit.frames import read_parts
 
@@ -37,14 +37,14 @@ def test_a_part_is_taken_from_a_directory_url_into_parts_and_removed_there(tmp_p
         number = 3 if url.startswith("file") else 1
         write_part(session, number, rows_of(number))  # as a worker writes it
         taken = store.take_part(session, number)
-        assert taken == store.parts_dir / f"batch-{number:05d}.parquet"
+        assert taken == store.parts_dir / f"batch-{number:05d}.arrow"
         assert not (Path(session.removeprefix("file://")) / taken.name).exists()
         store.drop_parts_url(session)
         assert not Path(session.removeprefix("file://")).exists()
         assert Path(url.removeprefix("file://")).is_dir()  # only the replay's own directory goes
     assert store.finished_batches() == {1, 3}
     assert read_parts(store).column("query_id").to_pylist() == [f"q{n}-{i}" for n in (1, 3) for i in range(3)]
-    assert sorted(p.name for p in store.parts_dir.iterdir()) == ["batch-00001.parquet", "batch-00003.parquet",
+    assert sorted(p.name for p in store.parts_dir.iterdir()) == ["batch-00001.arrow", "batch-00003.arrow",
                                                                  "state.json"]  # fmt: skip
     assert store.parts_url(None) == str(store.parts_dir)  # no parts URL: the workers write into .parts
 
@@ -53,12 +53,12 @@ def test_a_truncated_part_is_an_error_naming_it_and_nothing_is_taken(tmp_path: P
     store = begun(tmp_path)
     session = store.parts_url(str(tmp_path / "shared"))
     write_part(session, 2, rows_of(2))
-    source = Path(session) / "batch-00002.parquet"
+    source = Path(session) / "batch-00002.arrow"
     source.write_bytes(source.read_bytes()[: source.stat().st_size // 2])  # cut short, as by a full disk
-    with pytest.raises(RunStoreError, match=r"a damaged part, not a whole Parquet file") as caught:
+    with pytest.raises(RunStoreError, match=r"a damaged part, not a whole Arrow file") as caught:
         store.take_part(session, 2)
-    assert caught.value.path == f"{session}/batch-00002.parquet"
-    assert str(caught.value).startswith(f"{session}/batch-00002.parquet: ")
+    assert caught.value.path == f"{session}/batch-00002.arrow"
+    assert str(caught.value).startswith(f"{session}/batch-00002.arrow: ")
     assert caught.value.exit_code == 3
     assert sorted(p.name for p in store.parts_dir.iterdir()) == ["state.json"]  # no part, no temporary file
     assert source.is_file()  # left where it is, to be looked at
@@ -68,10 +68,10 @@ def test_a_foreign_file_under_a_part_name_is_an_error_naming_it(tmp_path: Path) 
     store = begun(tmp_path)
     session = Path(store.parts_url(str(tmp_path / "shared")))
     session.mkdir(parents=True)
-    pq.write_table(pa.table({"something": [1, 2]}), session / "batch-00004.parquet")
+    write(pa.table({"something": [1, 2]}), session / "batch-00004.arrow")
     with pytest.raises(RunStoreError, match=r"not a part of a rag-eval run \(its columns differ\)") as caught:
         store.take_part(str(session), 4)
-    assert caught.value.path == f"{session}/batch-00004.parquet"
+    assert caught.value.path == f"{session}/batch-00004.arrow"
     assert store.finished_batches() == set()
 
 
@@ -84,7 +84,7 @@ def test_a_part_that_never_arrived_is_an_infrastructure_error(tmp_path: Path) ->
     assert sorted(p.name for p in store.parts_dir.iterdir()) == ["state.json"]
 
 
-@pytest.mark.parametrize("name", ["batch-7.parquet", "batch-.parquet", "batch-0001x.parquet", "batch-000001.parquet"])
+@pytest.mark.parametrize("name", ["batch-7.arrow", "batch-.arrow", "batch-0001x.arrow", "batch-000001.arrow"])
 def test_a_file_named_like_a_part_but_not_one_is_never_read_as_a_batch(tmp_path: Path, name: str) -> None:
     store = begun(tmp_path)
     store.write_batch(0, rows_of(0))
