@@ -145,7 +145,10 @@ def tasks_on(cluster: Cluster) -> Iterator[Callable[[Callable[[Any, Any], Any], 
             if not tasks:
                 return []
             common = client.scatter(shared, broadcast=True, hash=False)
-            futures = client.map(fn, list(tasks), [common] * len(tasks), pure=False)
+            # the tasks' data go to the workers as data, not inside the task graph (a graph of tens of MB, the
+            # comparison units of 20,000 queries, is slow to build and send and makes Dask warn)
+            sent = client.scatter(list(tasks), hash=False)
+            futures = client.map(fn, sent, [common] * len(tasks), pure=False)
             try:
                 return list(client.gather(futures))
             except BaseException as exc:

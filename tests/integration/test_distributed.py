@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -229,6 +230,22 @@ def test_the_comparison_on_two_workers_is_the_one_made_in_one_process(tmp_path: 
 
 def _dies(task: object, shared: object) -> object:
     os._exit(9)  # the worker process is gone, as when a machine of the cluster is lost
+
+
+def _size(task: bytes, shared: int) -> int:
+    return len(task) + shared
+
+
+def test_large_comparison_tasks_travel_as_data_not_in_the_task_graph() -> None:
+    """Tasks of 24 MB in all (the units of a comparison of tens of thousands of queries are that large): sent
+    to the workers as data, so Dask neither builds a graph that large nor warns of one; results in order."""
+    from rag_eval.cluster.tasks import tasks_on
+
+    tasks = [bytes([i]) * 6_000_000 for i in range(4)]
+    with warnings.catch_warnings(record=True) as caught, tasks_on(Cluster(workers=1)) as run:
+        warnings.simplefilter("always")
+        assert run(_size, tasks, 1) == [6_000_001] * 4
+    assert not [w for w in caught if "large graph" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_a_comparison_that_loses_its_workers_is_infrastructure_not_a_verdict() -> None:
