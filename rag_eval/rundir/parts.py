@@ -31,7 +31,7 @@ SUFFIX = ".arrow"
 PATTERN = f"batch-*{SUFFIX}"
 # a part lives until the run is published: written once and read about twelve times (the per-query table, the
 # summary, the texts, the rankings: each a pass over the parts), so an Arrow IPC file, lz4 (no encoding to
-# undo, memory-mapped when read: a Parquet part took five times as long to read and twice as long to write,
+# undo, only the columns asked for read: a Parquet part took five times as long to read and twice as long to write,
 # a part without compression is 2.5 times as large for a few percent less time; docs/performance.md, "The
 # parts"); the published per-query table is Parquet (zstd)
 COMPRESSION: str | None = "lz4"
@@ -104,9 +104,10 @@ def write(table: pa.Table, sink: str | Path | BinaryIO) -> None:
 
 
 def read(path: Path, schema: pa.Schema) -> pa.Table:
-    """A part's rows, only the columns of ``schema`` (fields of :data:`SCHEMA`), memory-mapped: columns not
-    asked for are not read. Raises what pyarrow raises for a file that is not a whole part."""
-    with pa.memory_map(str(path)) as source:
+    """A part's rows, only the columns of ``schema`` (fields of :data:`SCHEMA`): columns not asked for are not
+    read (an ordinary file, not memory-mapped: as fast here, and every file system reads it). Raises what
+    pyarrow raises for a file that is not a whole part."""
+    with pa.OSFile(str(path)) as source:
         reader = ipc.open_file(source)
         names = reader.schema.names
         if names != SCHEMA.names:
@@ -121,7 +122,7 @@ def check_part(path: Path, shown: str, *, advice: str) -> None:
     """Refuse a part that is not a whole Arrow IPC file of the run's rows (cut short, or another file): an
     error naming it as ``shown``, with ``advice`` (what replays its batch). Reads its footer only."""
     try:
-        with pa.memory_map(str(path)) as source:
+        with pa.OSFile(str(path)) as source:
             names = ipc.open_file(source).schema.names
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise RunStoreError(f"a damaged part, not a whole Arrow file ({exc}): {advice}", path=shown) from exc

@@ -96,7 +96,7 @@ def test_a_part_reads_back_its_rows_and_only_the_columns_asked_for(tmp_path: Pat
     table = read(path, some)
     assert table.schema.equals(some)
     assert table.to_pydict() == {"config": ["a"] * 3, "query_id": ["q0", "q1", "q2"]}
-    path.unlink()  # memory-mapped: the rows read stay readable once the file is gone
+    path.unlink()  # the rows read are the table's own: they stay readable once the file is gone
     assert table.column("query_id").to_pylist() == ["q0", "q1", "q2"]
 
 
