@@ -95,6 +95,14 @@ def drop_session(url: str) -> None:
         pass  # a leftover empty directory holds nothing anyone reads
 
 
+def _opened(path: Path) -> pa.OSFile:
+    """``path`` open to read, when it is a regular file (a named pipe would block the read for ever, a
+    device never end)."""
+    if not path.is_file():
+        raise OSError(f"not a regular file: {path}")
+    return pa.OSFile(str(path))
+
+
 def write(table: pa.Table, sink: str | Path | BinaryIO) -> None:
     """``table`` (of :data:`SCHEMA`) as a part: an Arrow IPC file (footer last, so a file cut short is
     refused by :func:`check_part`) into ``sink``, a path or an open binary file."""
@@ -106,8 +114,8 @@ def write(table: pa.Table, sink: str | Path | BinaryIO) -> None:
 def read(path: Path, schema: pa.Schema) -> pa.Table:
     """A part's rows, only the columns of ``schema`` (fields of :data:`SCHEMA`): columns not asked for are not
     read (an ordinary file, not memory-mapped: as fast here, and every file system reads it). Raises what
-    pyarrow raises for a file that is not a whole part."""
-    with pa.OSFile(str(path)) as source:
+    pyarrow raises for a file that is not a whole part, OSError for what is not a regular file."""
+    with _opened(path) as source:
         reader = ipc.open_file(source)
         names = reader.schema.names
         if names != SCHEMA.names:
@@ -122,7 +130,7 @@ def check_part(path: Path, shown: str, *, advice: str) -> None:
     """Refuse a part that is not a whole Arrow IPC file of the run's rows (cut short, or another file): an
     error naming it as ``shown``, with ``advice`` (what replays its batch). Reads its footer only."""
     try:
-        with pa.OSFile(str(path)) as source:
+        with _opened(path) as source:
             names = ipc.open_file(source).schema.names
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise RunStoreError(f"a damaged part, not a whole Arrow file ({exc}): {advice}", path=shown) from exc

@@ -3,6 +3,7 @@ a part taken in from a parts URL only when whole, and the parts URL's own direct
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -86,6 +87,19 @@ def test_a_part_cut_short_anywhere_is_refused(tmp_path: Path) -> None:
         path.write_bytes(whole[:size])
         with pytest.raises(RunStoreError, match="a damaged part, not a whole Arrow file"):
             check_part(path, "shown", advice=REMOVE)
+
+
+def test_what_is_not_a_regular_file_is_refused_without_waiting_on_it(tmp_path: Path) -> None:
+    (tmp_path / "batch-00001.arrow").mkdir()
+    (tmp_path / "batch-00002.arrow").symlink_to("/dev/zero")  # a device: reading it never ends
+    os.mkfifo(tmp_path / "batch-00003.arrow")  # a named pipe: opening it waits for a writer
+    (tmp_path / "batch-00004.arrow").symlink_to(tmp_path / "nowhere")
+    for number, path in sorted(listed(tmp_path).items()):
+        with pytest.raises(RunStoreError) as err:
+            check_part(path, f"url/{path.name}", advice=REMOVE)
+        assert str(err.value).startswith(f"url/batch-0000{number}.arrow: a damaged part, not a whole Arrow file (")
+        with pytest.raises(OSError, match="not a regular file"):
+            read(path, SCHEMA)
 
 
 def test_a_part_reads_back_its_rows_and_only_the_columns_asked_for(tmp_path: Path) -> None:
