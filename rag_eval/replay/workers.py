@@ -19,7 +19,7 @@ import numpy as np
 from rag_eval.core.errors import RagEvalError, RunStoreError, SearchUnavailableError
 from rag_eval.experiment import ConfigSpec
 from rag_eval.files import replaced
-from rag_eval.replay.batches import BatchTiming, Replayer, long_lived_frozen
+from rag_eval.replay.batches import BatchTiming, Replayer, replay_gc
 from rag_eval.rundir import parts
 from rag_eval.rundir.rows import Truth, rows_to_table
 from rag_eval.search.milvus import MilvusSearch, SearchTarget
@@ -120,7 +120,7 @@ def run_batch(job: WorkerJob, task: BatchTask) -> tuple[int, int]:
         port = _port(job)
         port.vectors = dict(zip(task.texts, task.vectors, strict=True))
         replayer = Replayer(port.search, job.configs, job.truth, warmup=job.warmup)
-        with long_lived_frozen():  # as in a serial replay: the collector leaves the ground truth alone
+        with replay_gc():  # as in a serial replay: the collector leaves the ground truth alone
             write_part(job.parts_url, task.number, replayer.run_batch(task.batch, task.timing))
         port.vectors = {}
     except RagEvalError as exc:

@@ -22,7 +22,7 @@ from rag_eval.core.transform import KnowledgeQueryTransformer
 from rag_eval.experiment import Experiment, Overrides, load_experiment, with_overrides
 from rag_eval.experiment.latency import LatencyMode, TimingPlan
 from rag_eval.ingest.collection import IngestSource, ensure_collection
-from rag_eval.replay.batches import Replayer, batches, long_lived_frozen
+from rag_eval.replay.batches import Replayer, batches, replay_gc
 from rag_eval.replay.prepare import prepare
 from rag_eval.rundir.directory import RunStore
 from rag_eval.rundir.rows import Truth
@@ -92,7 +92,7 @@ def _bare(benchmark: Any, results: Results, setup: Setup) -> None:
         params = search_params(port._coll, port._index, k)  # as the adapter sends them (query cache skipped)
 
         def loop() -> None:
-            with long_lived_frozen():
+            with replay_gc():
                 for batch in batches(len(texts), setup.exp.batch_size):
                     client.search(
                         setup.collection,

@@ -43,7 +43,7 @@ from rag_eval.embed.vector_files import EmbeddingCache
 from rag_eval.experiment import Overrides, load_experiment, with_overrides
 from rag_eval.experiment.latency import LatencyMode, TimingPlan
 from rag_eval.ingest.collection import IngestSource, ensure_collection
-from rag_eval.replay.batches import Signature, batches, long_lived_frozen
+from rag_eval.replay.batches import Signature, batches, replay_gc
 from rag_eval.replay.prepare import prepare
 from rag_eval.replay.step import Execution
 from rag_eval.search.milvus import OUTPUT_FIELDS, VECTOR_FIELD, MilvusSearch
@@ -97,7 +97,7 @@ def _bare(exp: object, texts: list[str], collection: str) -> float:
         client = port._conn.client
         params = search_params(port._coll, port._index, width)
         started = time.perf_counter()
-        with long_lived_frozen():
+        with replay_gc():
             for batch in batches(len(hints), exp.batch_size):  # type: ignore[attr-defined]
                 data = [vectors[hints[i].normalized_query] for i in batch]
                 client.search(collection, data=data, limit=width, anns_field=VECTOR_FIELD,
