@@ -29,8 +29,8 @@ CLAPNQ_NIGHTLY := tests/experiments/clapnq-nightly.toml
 # fails. pip's find-links (PIP_FIND_LINKS: where this machine keeps the CPU build of torch) are passed on, as uv
 # reads no pip configuration. uv compiles the bytecode at install (as pip does; uv alone would not): where
 # PYTHONDONTWRITEBYTECODE is set, as on CI machines, every process would otherwise compile again each module it
-# imports. Measured in two clean-clone CI runs of one session: the tests 815 s with it, 1,037 s without (33 CPU
-# minutes against 26), for about a minute more of install
+# imports. Measured in three clean-clone CI runs of one session: the tests 815 and 782 s with it, 1,037 s without
+# (26 CPU minutes against 33), for about a minute more of install
 PIP_FIND := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
 INSTALL = install() { { $(BIN)/python -m pip install --quiet uv && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
 	$(PIP_FIND) "$$@"; } || $(BIN)/python -m pip install --quiet "$$@"; }; install
