@@ -76,9 +76,9 @@ def replay_gc() -> Iterator[None]:
     60 ms of a 260 ms replay; left alone when something else froze objects already), and collecting the
     youngest generation every :data:`YOUNG_COLLECTION` allocations instead of 700: a batch's records and rows
     live until its part is written, and at 700 the collector scanned them again and again (10% of a replay's
-    time measured, 0.69 of 7.1 s; the replay 12% faster at 50,000, docs/performance.md). The thresholds as they
-    were are restored once the last replay of the process ends (a worker's batches run on several threads at
-    once); a collector switched off (threshold 0) stays off."""
+    time measured, 0.69 of 7.1 s; the replay x0.85-x0.94 at 50,000 in paired runs, docs/performance.md). The
+    thresholds as they were are restored once the last replay of the process ends (a worker's batches run on
+    several threads at once); a collector switched off (threshold 0) stays off."""
     global _replays, _before
     with _GC_LOCK:
         if not _replays:

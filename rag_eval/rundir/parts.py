@@ -34,7 +34,7 @@ PATTERN = f"batch-*{SUFFIX}"
 # undo, only the columns asked for read: a Parquet part took five times as long to read and twice as long to write,
 # a part without compression is 2.5 times as large for a few percent less time; docs/performance.md, "The
 # parts"); the published per-query table is Parquet (zstd)
-COMPRESSION: str | None = "lz4"
+COMPRESSION = "lz4"
 RETAKE = "run again with --resume to replay its batch"  # a part under a parts URL is left where it is
 REMOVE = "remove it and run again with --resume to replay its batch"  # a part in .parts
 
@@ -103,11 +103,12 @@ def _opened(path: Path) -> pa.OSFile:
     return pa.OSFile(str(path))
 
 
-def write(table: pa.Table, sink: str | Path | BinaryIO) -> None:
+def write(table: pa.Table, sink: Path | BinaryIO, compression: str | None = COMPRESSION) -> None:
     """``table`` (of :data:`SCHEMA`) as a part: an Arrow IPC file (footer last, so a file cut short is
-    refused by :func:`check_part`) into ``sink``, a path or an open binary file."""
+    refused by :func:`check_part`) into ``sink``, a path or an open binary file (``compression``: the
+    parts' own unless told otherwise, for comparing formats)."""
     target = str(sink) if isinstance(sink, Path) else sink
-    with ipc.new_file(target, table.schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as writer:
+    with ipc.new_file(target, table.schema, options=ipc.IpcWriteOptions(compression=compression)) as writer:
         writer.write_table(table)
 
 

@@ -41,8 +41,7 @@ def _parquet_read(path: Path, schema: pa.Schema) -> pa.Table:
 
 def _arrow_write(compression: str | None) -> Callable[[pa.Table, Path], None]:
     def write(table: pa.Table, path: Path) -> None:
-        parts.COMPRESSION = compression
-        parts.write(table, path)
+        parts.write(table, path, compression)
 
     return write
 
@@ -60,7 +59,6 @@ def main() -> int:
         "arrow": (_arrow_write(None), parts.read),
         "arrow-lz4": (_arrow_write("lz4"), parts.read),
     }
-    kept = parts.COMPRESSION
     spent: dict[str, dict[str, list[float]]] = {f: {"write": [], "read": [], "read5": []} for f in formats}
     sizes: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="part-formats-") as tmp:
@@ -77,7 +75,6 @@ def main() -> int:
                         read(path, schema)
                     spent[name][key].append((time.perf_counter() - started) / len(slices))
                 sizes[name] = sum(path.stat().st_size for path in paths) / len(paths)
-    parts.COMPRESSION = kept
     line = {
         name: {**{k: round(statistics.median(v) * 1e3, 3) for k, v in times.items()}, "kb": round(sizes[name] / 1e3, 1)}
         for name, times in spent.items()

@@ -1,11 +1,11 @@
-"""The traffic replay's own sections on Milvus Lite, beside the bare loop, in one process.
+"""The traffic replay's own sections on Milvus Lite (or a server), beside the bare loop, in one process.
 
     python -m tests.benchmarks.replay_sections --queries 5000 --dir /tmp/sections [--label before] [--milvus-uri URI]
 
 The log of :mod:`tests.benchmarks.traffic_scale` (N variants of the data set's queries, vectors cached, latency
 off, the ``legacy-merge`` and ``evidence`` configs) is run by ``rag_eval.jobs.run_experiment``, then the bare loop
 (``traffic_scale._bare``) runs on the same collection. Wall-clock sections, no profiler: ``Replayer.rows`` (the
-rows, ``build_row``), ``RunStore.write_batch`` (the Parquet parts), ``Replayer._post_process`` and
+rows, ``build_row``), ``RunStore.write_batch`` (the parts), ``Replayer._post_process`` and
 ``MilvusSearch.search_batch`` (the replay's and the bare loop's), and ``read_parts``: the time spent reading the
 parts back after the replay (``RunStore.iter_parts``, every pass: the per-query table, the summary, the texts,
 the rankings), with ``parts_read`` the number of parts read. Prints one JSON line: the replay's seconds (from
