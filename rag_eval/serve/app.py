@@ -5,8 +5,8 @@ The tool's input schema is ``{"query": string}`` and nothing else; its result is
 structured content (and the same JSON as its text). Everything is opened before the server answers: the
 ``.properties`` read, the embedder built, the collection described (its field map checked against its schema)
 and loaded (a Lite file) or found loaded (a server): a bad config or target is refused with exit 2 and one
-line. SIGTERM (or Ctrl-C) ends the server gracefully: lookups under way finish, Milvus is closed, spans are
-flushed. Spans are exported when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the OTLP/HTTP exporter) or a
+line. SIGTERM (or Ctrl-C) ends the server gracefully: lookups under way finish (over stdio: every request read is
+answered, :mod:`rag_eval.serve.stdio`), Milvus is closed, spans are flushed. Spans are exported when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the OTLP/HTTP exporter) or a
 ``trace_file`` is given (OTLP JSON lines, :mod:`rag_eval.traffic.otlp_export`). docs/serve.md has the rest.
 """
 
@@ -27,6 +27,7 @@ from rag_eval.core.errors import ConfigError, ConfigProblem, InfrastructureError
 from rag_eval.core.lookup import LookupKnowledge
 from rag_eval.serve.service import LookupFailed, LookupService
 from rag_eval.serve.settings import HEALTH_PATH, MCP_PATH, ServeSettings, checked
+from rag_eval.serve.stdio import run_stdio
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -167,61 +168,29 @@ def _tracer_provider(s: ServeSettings) -> Any:
 
 
 def serve(s: ServeSettings) -> int:
-    """Run the service of ``s`` until its client goes (stdio) or SIGTERM; 0 when it ended as asked."""
+    """Run the service of ``s`` until its client goes (stdio) or SIGTERM; 0 when it ended as asked (Ctrl-C over
+    stdio: KeyboardInterrupt once the service has ended the same way)."""
     s = checked(s)
     if s.log_queries:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     listener = _listen(s) if s.transport == "http" else None
-    terminated = False
+    received = None
     try:
         with contextlib.redirect_stdout(sys.stderr), opened_tool(s) as tool:  # stdout is the stdio transport's
             service = LookupService(tool, concurrency=s.concurrency, timeout=s.request_timeout,
                                     max_query_chars=s.max_query_chars, log_queries=s.log_queries)  # fmt: skip
             server = build_server(service, log_level="INFO" if s.log_queries else "WARNING")
             if listener is None:
-                terminated = _run_stdio(server)
+                received = run_stdio(server, grace=s.request_timeout + 5.0)
             else:
                 print(f"rag-eval serve: lookup_knowledge at {s.url} (health: {HEALTH_PATH})", file=sys.stderr)
                 anyio.run(_http, server, s, listener)
     finally:
         if listener is not None:
             listener.close()
-    if terminated:  # Milvus is closed and the spans flushed; the thread blocked reading stdin cannot be woken
-        sys.stderr.flush()
-        os._exit(0)
+    if received == signal.SIGINT:  # Milvus is closed and the spans flushed
+        raise KeyboardInterrupt
     return 0
-
-
-class _Terminated(Exception):
-    """SIGTERM arrived while serving over stdio."""
-
-
-def _run_stdio(server: MCPServer) -> bool:
-    """Serve over stdio until the client closes it (False) or SIGTERM arrives (True)."""
-
-    def stop(signum: int, frame: object) -> None:
-        raise _Terminated
-
-    async def run() -> None:
-        with contextlib.redirect_stdout(sys.__stdout__):
-            await server.run_stdio_async()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        anyio.run(run)
-    except BaseException as exc:
-        if not _is_terminated(exc):
-            raise
-        return True
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return False
-
-
-def _is_terminated(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_terminated(e) for e in exc.exceptions)
-    return isinstance(exc, _Terminated)
 
 
 def _listen(s: ServeSettings) -> socket.socket:

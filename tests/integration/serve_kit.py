@@ -153,3 +153,15 @@ def _hashed(text: str, dim: int) -> list[float]:
         v[int.from_bytes(h[:4], "big") % dim] += 1.0
     norm = math.sqrt(sum(x * x for x in v)) or 1.0
     return [x / norm for x in v]
+
+
+def slow_encode(texts: list[str]) -> list[list[float]]:
+    """:func:`encode`, two seconds late, having first created the file ``$SERVE_KIT_STARTED`` (when set): a test
+    knows a lookup is under way when that file appears, and signals the service while it still is."""
+    import os
+    import time
+
+    if marker := os.environ.get("SERVE_KIT_STARTED"):
+        Path(marker).touch()
+    time.sleep(2.0)
+    return encode(texts)
