@@ -14,7 +14,6 @@ running (one SIGTERM in five right after an answer).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -82,14 +81,17 @@ class StdinLines:
             await self._read()
 
     def _taken(self, raw: bytes) -> str:
-        """``raw`` as the SDK's line, its request id (if it is a request) awaiting an answer."""
+        """``raw`` as the SDK's line; a request the SDK will take (its own validation) awaits an answer."""
+        import mcp_types
+
+        line = raw.decode("utf-8", errors="replace")
         try:
-            message = json.loads(raw)
-        except ValueError:
-            message = None
-        if isinstance(message, dict) and "method" in message and message.get("id") is not None:
-            self._taken_request(message["id"])
-        return raw.decode("utf-8", errors="replace")
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:  # the SDK passes the error on and answers nothing: nothing to wait for
+            return line
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            self._taken_request(message.id)
+        return line
 
     async def _read(self) -> None:
         if self._pollable:

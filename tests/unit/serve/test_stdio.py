@@ -156,3 +156,23 @@ def test_a_descriptor_the_event_loop_cannot_wait_on_is_read_directly(tmp_path: P
     finally:
         os.close(fd)
     assert got == (['{"a": 1}\n', '{"b": 2}\n'] if source == "regular file" else [])
+
+
+def test_a_request_the_sdk_cannot_take_awaits_no_answer(pipe: tuple[int, int]) -> None:
+    """The SDK answers nothing to a line its own validation refuses (it passes the error on), so the end must not
+    wait for one: params not an object, no ``jsonrpc``, broken JSON, an id but no method."""
+    read_end, write_end = pipe
+    refused = [b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": "not an object"}',
+               b'{"id": 6, "method": "tools/call"}', b'{"jsonrpc": "2.0", "id": 7, "method": ', b'{"id": 8}']  # fmt: skip
+    os.write(write_end, b"\n".join(refused) + b"\n")
+
+    async def main() -> float:
+        lines = StdinLines(read_end, grace=30.0)
+        assert len([await lines.__anext__() for _ in refused]) == len(refused)
+        lines.stop()
+        started = anyio.current_time()
+        with anyio.fail_after(5):
+            assert await _all(lines) == []
+        return anyio.current_time() - started
+
+    assert anyio.run(main) < 1
