@@ -163,7 +163,8 @@ def test_a_request_the_sdk_cannot_take_awaits_no_answer(pipe: tuple[int, int]) -
     wait for one: params not an object, no ``jsonrpc``, broken JSON, an id but no method."""
     read_end, write_end = pipe
     refused = [b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": "not an object"}',
-               b'{"id": 6, "method": "tools/call"}', b'{"jsonrpc": "2.0", "id": 7, "method": ', b'{"id": 8}']  # fmt: skip
+               b'{"id": 6, "method": "tools/call"}', b'{"jsonrpc": "2.0", "id": 7, "method": ',
+               b'{"id": 8}']  # fmt: skip
     os.write(write_end, b"\n".join(refused) + b"\n")
 
     async def main() -> float:
