@@ -7,7 +7,8 @@ structured content (and the same JSON as its text). Everything is opened before 
 and loaded (a Lite file) or found loaded (a server): a bad config or target is refused with exit 2 and one
 line. SIGTERM (or Ctrl-C) ends the server gracefully: lookups under way finish (over stdio: every request read is
 answered, :mod:`rag_eval.serve.stdio`), Milvus is closed, spans are flushed. Spans are exported when
-``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the OTLP/HTTP exporter) or a ``trace_file`` is given (OTLP JSON lines, :mod:`rag_eval.traffic.otlp_export`). docs/serve.md has the rest.
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the OTLP/HTTP exporter) or a ``trace_file`` is given (OTLP JSON lines,
+:mod:`rag_eval.traffic.otlp_export`). docs/serve.md has the rest.
 """
 
 from __future__ import annotations
