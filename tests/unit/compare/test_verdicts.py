@@ -170,12 +170,12 @@ def test_the_same_rows_in_another_order_give_the_same_p_values_and_verdicts() ->
 
 
 def test_a_p_value_near_alpha_is_redrawn_until_the_flag_does_not_depend_on_the_seed() -> None:
-    """A median's ratio (its p-value the bootstrap interval's, inverted) whose two-sided p is about 0.046 (0.045
-    to 0.047 at 80,000 resamples): at 4,999 its flag depends on the seed; redrawn near alpha (interval and
+    """A median's ratio (its p-value the bootstrap's percentile interval, inverted) whose two-sided p is about
+    0.047 (at 80,000 resamples): at 4,999 its flag depends on the seed; redrawn near alpha (interval and
     p-value together), the flag is the same for every seed, and its Monte Carlo error is told."""
     rng = np.random.default_rng(0)
     a = rng.lognormal(4.0, 0.3, 300)
-    b = a * rng.lognormal(0.0, 0.3, 300) * math.exp(0.047)
+    b = a * rng.lognormal(0.0, 0.3, 300) * math.exp(0.0455)
     metric = find_metric(catalog(CUTOFFS), "latency:postsearch_cpu:p50")
     settings = Settings(resamples=99, permutations=4999)
     first_draws, flags, errors = [], [], []
