@@ -235,11 +235,8 @@ def _level_at_zero(dist: np.ndarray) -> float:
     if n == 0:
         return math.nan
     below, zeros = int(np.count_nonzero(finite < 0)), int(np.count_nonzero(finite == 0))
-    if n == 1:
-        position = 0.0 if finite[0] >= 0 else 1.0
-        level = 0.5 if zeros else position
-    elif zeros:
-        level = (below + (zeros - 1) / 2) / (n - 1)
+    if zeros:
+        level = (below + (zeros - 1) / 2) / (n - 1) if n > 1 else 0.5
     elif below == 0:
         level = 0.0
     elif below == n:

@@ -83,11 +83,11 @@ def replay_gc() -> Iterator[None]:
     with _GC_LOCK:
         if not _replays:
             thresholds = gc.get_threshold()
-            frozen = not gc.get_freeze_count()
-            _before = (thresholds, frozen)
+            freeze = not gc.get_freeze_count()  # left alone when something else froze objects already
+            _before = (thresholds, freeze)
             if thresholds[0]:
                 gc.set_threshold(max(thresholds[0], YOUNG_COLLECTION), *thresholds[1:])
-            if frozen:
+            if freeze:
                 gc.freeze()
         _replays += 1
     try:

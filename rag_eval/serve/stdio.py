@@ -116,9 +116,11 @@ class _Answering:
         self._lines = lines
 
     async def send(self, item: Any, /) -> None:
+        import mcp_types
+
         await self._stream.send(item)
         message = getattr(item, "message", None)
-        if message is not None and hasattr(message, "id") and not hasattr(message, "method"):
+        if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
             self._lines.answered(message.id)
 
     async def aclose(self) -> None:
@@ -137,7 +139,7 @@ def _pollable(fd: int) -> bool:
     with selectors.DefaultSelector() as selector:
         try:
             selector.register(fd, selectors.EVENT_READ)
-        except (PermissionError, ValueError, OSError):
+        except (ValueError, OSError):  # EPERM for a regular file
             return False
     return True
 
