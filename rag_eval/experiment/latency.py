@@ -12,7 +12,7 @@ more often. The rules: docs/harness.md, "Latency: which queries are timed" and "
 >>> TimingPlan.parse("sample:500").sample_size, TimingPlan.parse("off").timed(10)
 (500, frozenset())
 >>> TimingPlan(seed=1).config_orders(3, query_index=7, rounds=4)
-[[2, 0, 1], [0, 1, 2], [1, 2, 0], [2, 0, 1]]
+[[1, 2, 0], [2, 0, 1], [0, 1, 2], [1, 2, 0]]
 >>> TimingPlan(seed=1).config_orders(1, query_index=7, rounds=2), TimingPlan().config_orders(0, query_index=0, rounds=1)
 ([[0], [0]], [[]])
 """
@@ -63,11 +63,9 @@ class TimingPlan:
 
     def config_orders(self, configs: int, *, query_index: int, rounds: int) -> list[list[int]]:
         """The orders the ``configs`` are post-processed in for one query, round by round: a permutation
-        drawn from (seed, query index), so a batch gives the same orders wherever and whenever it runs,
-        rotated by one place each round."""
-        order = list(range(configs))
-        if configs > 1:  # one config has one order: no generator seeded for it
-            random.Random(f"{self.seed}:{query_index}").shuffle(order)
+        drawn from (seed, query index) (:func:`_permutation`), so a batch gives the same orders wherever and
+        whenever it runs, rotated by one place each round."""
+        order = _permutation(configs, self.seed, query_index)
         return [order[r % configs :] + order[: r % configs] if configs else [] for r in range(rounds)]
 
     def as_dict(self) -> dict[str, Any]:
@@ -154,3 +152,27 @@ def label_search_timing(summary_configs: dict[str, Any], groups: Mapping[str, tu
         label, members = groups[name]
         cfg.setdefault("search_latency", {}).update(timed_search=label, shared_with=[m for m in members if m != name])
     return summary_configs
+
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment: 2**64 / the golden ratio
+
+
+def _permutation(n: int, seed: int, index: int) -> list[int]:
+    """``range(n)`` shuffled (Fisher-Yates) by splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom
+    number generators", OOPSLA 2014) started from (``seed``, ``index``): every permutation about equally likely,
+    the same on every machine and Python, and under 1 us for two configs (a seeded ``random.Random`` costs
+    6 us to seed, once per query of a replay).
+
+    >>> _permutation(3, 0, 7) == _permutation(3, 0, 7), sorted(_permutation(5, 1, 2)), _permutation(1, 0, 0)
+    (True, [0, 1, 2, 3, 4], [0])
+    """
+    order = list(range(n))
+    state = ((seed & _MASK) * _GOLDEN + index) & _MASK
+    for i in range(n - 1, 0, -1):
+        state = (state + _GOLDEN) & _MASK
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        j = (z ^ (z >> 31)) % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
