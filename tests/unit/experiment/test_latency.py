@@ -3,7 +3,11 @@ flag, and the note saying how latency was measured."""
 
 from __future__ import annotations
 
+from collections import Counter
+from math import factorial, sqrt
+
 import pytest
+from scipy.stats import chisquare
 
 from rag_eval.core.errors import ConfigError
 from rag_eval.experiment.latency import LatencyMode, ReplayCost, TimingPlan, label_search_timing, latency_note
@@ -44,11 +48,6 @@ def test_the_config_orders_are_a_seeded_permutation_rotated_each_round() -> None
 def test_every_first_order_is_about_equally_likely_over_the_queries(configs: int, seed: int) -> None:
     """Each permutation's share over 24,000 query indices within 4.5 standard errors of 1/configs! (a
     scipy chi-square test of uniformity at 1e-4 as well), and another seed gives other orders."""
-    from collections import Counter
-    from math import factorial, sqrt
-
-    from scipy.stats import chisquare
-
     n = 24_000
     plan = TimingPlan(seed=seed)
     counts = Counter(tuple(plan.config_orders(configs, query_index=q, rounds=1)[0]) for q in range(n))
