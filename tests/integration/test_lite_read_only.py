@@ -25,6 +25,16 @@ def hashes(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def own_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The private copies go to this test's own temporary directory, so that the copies of tests running
+    beside it (other workers reading Lite databases) neither appear nor vanish in what it counts."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    monkeypatch.setenv("TMPDIR", str(own))
+
+
 def private_copies() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("rag-eval-lite-read-*")}
 
