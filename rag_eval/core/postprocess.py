@@ -14,12 +14,13 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice
-from operator import le
+from operator import ge
 
 from rag_eval.core.identity import RANK_PREFIX, VECTOR_PREFIX
 from rag_eval.core.types import (
     Candidates,
     Deferred,
+    deferred,
     HitReason,
     KnowledgeSearchHit,
     RetrievedEvidenceCandidate,
@@ -125,9 +126,10 @@ def _order(cands: Candidates) -> list[int]:
     no NaN, checked by one comparison of neighbours in C) are not sorted at all."""
     ranks = cands.ranks
     if isinstance(ranks, range) and ranks.step == 1:
-        negated = [-h.score for h in cands.hits]
-        if all(map(le, negated, islice(negated, 1, None))):  # already in order (the port's), no NaN: as they are
-            return list(range(len(negated)))
+        scores = [h.score for h in cands.hits]
+        if all(map(ge, scores, islice(scores, 1, None))):  # already in order (the port's), no NaN: as they are
+            return list(range(len(scores)))
+        negated = [-s for s in scores]
         order = sorted(range(len(negated)), key=negated.__getitem__)
         if (total := sum(negated)) != total:  # a NaN (or both infinities): NaN last, after minus infinity
             nan = [s != s for s in negated]
@@ -231,8 +233,8 @@ def _selection(key: str, cands: Candidates, members: list[int], *, merge: bool =
     primary = cands.get(members[0])
     if len(members) == 1:
         return _new_selection(key, primary, (primary,), primary.hit_reasons)
-    everyone: Deferred[RetrievedEvidenceCandidate] = Deferred(lambda: cands.take(members))
-    return _new_selection(key, primary, everyone if merge else (primary,), Deferred(lambda: merged_reasons(everyone)))
+    everyone: Deferred[RetrievedEvidenceCandidate] = deferred(lambda: cands.take(members))
+    return _new_selection(key, primary, everyone if merge else (primary,), deferred(lambda: merged_reasons(everyone)))
 
 
 def _entry(cands: Candidates, i: int, stage: Stage, position: int | None, merged_into: str | None) -> TraceEntry:
@@ -329,8 +331,8 @@ class EvidencePostProcessor:
                 selected.append(_selection(key, cands, [i, *more]))
         return _new_outcome(
             tuple(selected),
-            Deferred(lambda: self._trace(cands, order, returned)),
-            Deferred(lambda: self._tally(cands, order)),
+            deferred(lambda: self._trace(cands, order, returned)),
+            deferred(lambda: self._tally(cands, order)),
         )
 
     def _tally(self, cands: Candidates, order: list[int]) -> tuple[tuple[str, int], ...]:
@@ -497,4 +499,4 @@ def _legacy(cands: Candidates, top_k: int, *, merge: bool) -> PostProcessOutcome
         others = "merged" if merge else "document_dedup"
         return ("returned", len(kept)), (others, in_kept - len(kept)), ("truncation", len(cands) - in_kept)
 
-    return _new_outcome(tuple(selected), Deferred(trace), Deferred(tally))
+    return _new_outcome(tuple(selected), deferred(trace), deferred(tally))

@@ -43,7 +43,19 @@ def fast_constructor(cls: type[T]) -> Callable[..., T]:
     slots = tuple(vars(cls)["__slots__"])
     if cls.__bases__ != (object,) or sorted(slots) != sorted(names) or {"obj", "new", "twin", "cls"} & set(names):
         raise TypeError(f"{cls.__name__}: a base class, slots not its fields, or a field named obj/new/twin/cls")
-    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": slots})
+    return slots_constructor(cls, names)
+
+
+def slots_constructor(cls: type[T], names: Sequence[str]) -> Callable[..., T]:
+    """:func:`fast_constructor` for a slotted class that is not a dataclass (its bases slotted and empty, as
+    ``collections.abc.Sequence``): the maker takes ``names``, which must be its slots, in that order. It
+    skips the class's ``__init__``: for classes whose ``__init__`` only stores its arguments."""
+    slots = tuple(vars(cls)["__slots__"])
+    if sorted(slots) != sorted(names) or {"obj", "new", "twin", "cls"} & set(names):
+        raise TypeError(f"{cls.__name__}: slots not {list(names)}, or a slot named obj/new/twin/cls")
+    # the bases' abstract methods, stubbed: the twin is never used as one of them
+    abstract = dict.fromkeys(name for base in cls.__mro__[1:] for name in getattr(base, "__abstractmethods__", ()))
+    twin = type(cls)(f"_{cls.__name__}Twin", cls.__bases__, {"__slots__": slots, **abstract})
     namespace: dict[str, Any] = {"new": object.__new__, "twin": twin, "cls": cls}
     lines = [f"def make({', '.join(names)}):", "    obj = new(twin)"]
     lines += [f"    obj.{n} = {n}" for n in names]
@@ -186,7 +198,9 @@ class Candidates(Sequence[RetrievedEvidenceCandidate]):
     def from_hits(cls, hits: Sequence[KnowledgeSearchHit], channel: str = "dense") -> Candidates:
         """The port's hits, in the order returned, with their D1 keys (ranks from 1)."""
         hits = tuple(hits)
-        return cls(keys_of(hits), hits, range(1, len(hits) + 1), [None] * len(hits), channel)
+        if cls is not Candidates:  # a subclass: its own constructor
+            return cls(keys_of(hits), hits, range(1, len(hits) + 1), [None] * len(hits), channel)
+        return _new_candidates(keys_of(hits), hits, range(1, len(hits) + 1), [None] * len(hits), channel)
 
     @classmethod
     def of(cls, candidates: Iterable[RetrievedEvidenceCandidate]) -> Candidates:
@@ -306,6 +320,15 @@ class Deferred(Sequence[T]):
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+_new_candidates = slots_constructor(Candidates, ("keys", "hits", "ranks", "_objects", "channel"))
+_new_deferred = slots_constructor(Deferred, ("_build", "_value"))
+
+
+def deferred(build: Callable[[], Iterable[T]]) -> Deferred[T]:
+    """``Deferred(build)``, made without its ``__init__`` (a lookup makes two or more)."""
+    return _new_deferred(build, None)
 
 
 def to_candidates(hits: Sequence[KnowledgeSearchHit], channel: str = "dense") -> tuple[RetrievedEvidenceCandidate, ...]:

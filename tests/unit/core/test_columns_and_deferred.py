@@ -22,7 +22,9 @@ from rag_eval.core.types import (
     KnowledgeSearchRequest,
     MemberSpan,
     RetrievedEvidenceCandidate,
+    deferred,
     fast_constructor,
+    slots_constructor,
     to_candidates,
 )
 
@@ -177,3 +179,38 @@ def test_a_fast_constructor_refuses_a_base_class_and_a_field_named_as_its_own_na
     for cls in (Named, Derived):
         with pytest.raises(TypeError, match="base class"):
             fast_constructor(cls)
+
+
+def test_candidates_from_hits_are_made_as_the_constructor_makes_them_and_stay_frozen() -> None:
+    hits = [hit("7", 0.5, "d", 0), hit("8", 0.4, "d", None), hit(None, 0.3)]
+    made = Candidates.from_hits(hits, "bm25")
+    built = Candidates(made.keys, tuple(hits), range(1, 4), [None] * 3, "bm25")
+    assert type(made) is Candidates and made == built
+    assert [getattr(made, n) for n in ("keys", "hits", "ranks", "channel")] == [
+        getattr(built, n) for n in ("keys", "hits", "ranks", "channel")
+    ]
+    assert made[0].hit_reasons[0].channel == "bm25"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.keys = ()  # type: ignore[misc]
+
+    class Mine(Candidates):  # a subclass keeps its own constructor
+        __slots__ = ()
+
+    assert type(Mine.from_hits(hits)) is Mine
+
+
+def test_deferred_made_without_its_init_is_a_deferred_built_once() -> None:
+    calls = []
+    d = deferred(lambda: calls.append(1) or (1, 2))
+    assert type(d) is Deferred and not calls
+    assert d == (1, 2) and d[1] == 2 and len(d) == 2 and calls == [1]
+    assert pickle.loads(pickle.dumps(d)) == (1, 2) and calls == [1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d._value = None  # type: ignore[misc]
+
+
+def test_a_slots_constructor_refuses_names_that_are_not_the_slots() -> None:
+    with pytest.raises(TypeError, match="slots not"):
+        slots_constructor(Deferred, ("_build",))
+    with pytest.raises(TypeError, match="slots not"):
+        slots_constructor(Candidates, ("keys", "hits", "ranks", "objects", "channel"))
