@@ -25,7 +25,7 @@ from rag_eval.core.types import KnowledgeSearchHit, KnowledgeSearchRequest, Sear
 from rag_eval.experiment import ConfigSpec
 from rag_eval.experiment.latency import TimingPlan
 from rag_eval.rundir.directory import RunStore
-from rag_eval.rundir.rows import RowTiming, Truth, build_row
+from rag_eval.rundir.rows import RowLookup, RowTiming, Truth, build_rows
 
 Tick = Callable[[str, int], None]
 # (config, query index, query id, record, search µs, post-process + projection thread CPU µs)
@@ -288,11 +288,11 @@ class Replayer:
         """The per-query rows of a batch's lookups, by config (in experiment order), then query."""
         order = {spec.name: i for i, spec in enumerate(self.configs)}
         ordered = sorted(looked, key=lambda lk: (order[lk[0]], lk[1]))
-        return [
-            build_row(query_id=qid, query_index=index, config=name, record=record, truth=self.truth,
-                      timing=RowTiming(search_us=us, cpu_us=cpu_us))
-            for name, index, qid, record, us, cpu_us in ordered
-        ]  # fmt: skip
+        return build_rows(
+            (RowLookup(qid, index, name, record, RowTiming(search_us=us, cpu_us=cpu_us))
+             for name, index, qid, record, us, cpu_us in ordered),
+            self.truth,
+        )  # fmt: skip
 
     def _search_many(self, requests: list[KnowledgeSearchRequest]) -> list[tuple[KnowledgeSearchHit, ...]]:
         if isinstance(self.port, BatchKnowledgeSearchPort):

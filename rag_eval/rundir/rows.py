@@ -156,16 +156,62 @@ class RowTiming(NamedTuple):
     cpu_us: float = float("nan")
 
 
+class RowLookup(NamedTuple):
+    """One lookup to make a row of: the query, the config's name, its record and timing."""
+
+    query_id: str
+    query_index: int
+    config: str
+    record: LookupRecord
+    timing: RowTiming
+
+
+class _HitColumns(NamedTuple):
+    """What a row holds of its hits alone: the hit columns, and each evidence key's true chunk and stored doc id."""
+
+    keys: list[str]
+    chunks: list[str]
+    content_sha: list[str]
+    scores: list[float]
+    true_of_key: dict[str, str]
+    stored_doc_of_key: dict[str, str]
+
+
+def _hit_columns(record: LookupRecord, truth: Truth) -> _HitColumns:
+    hit_keys, hits = record.candidates.keys, record.candidates.hits  # columns: no candidate objects needed
+    hit_chunks = truth.chunks_of([h.vector_id for h in hits])
+    true_of_key, stored_doc_of_key = _key_identities(hit_keys, hits, hit_chunks)
+    sha = list(map(content_sha, [h.content for h in hits]))
+    return _HitColumns(list(hit_keys), hit_chunks, sha, [float(h.score) for h in hits], true_of_key, stored_doc_of_key)
+
+
 def build_row(
     *, query_id: str, query_index: int, config: str, record: LookupRecord, truth: Truth, timing: RowTiming
 ) -> dict[str, Any]:
     """The per-query row of one lookup (:data:`SCHEMA`): what was returned and delivered, the true chunk
     behind every key, the labels, the relevant chunks lost and at which stage, the counts and the timings."""
-    search_us, cpu_us = timing
+    return _row(RowLookup(query_id, query_index, config, record, timing), truth, _hit_columns(record, truth))
+
+
+def build_rows(lookups: Iterable[RowLookup], truth: Truth) -> list[dict[str, Any]]:
+    """:func:`build_row` of each lookup, in order. Lookups of one search (the same tuple of hits, as configs
+    sharing a search at one width get it) share the columns made of their hits: made once, the same lists in
+    each of their rows (equal values, as :func:`build_row` makes them for each)."""
+    made: dict[int, tuple[object, _HitColumns]] = {}  # id of a tuple of hits -> (the tuple, kept alive; its columns)
+    out = []
+    for lookup in lookups:
+        hits = lookup.record.candidates.hits
+        entry = made.get(id(hits))
+        if entry is None:
+            entry = made[id(hits)] = (hits, _hit_columns(lookup.record, truth))
+        out.append(_row(lookup, truth, entry[1]))
+    return out
+
+
+def _row(lookup: RowLookup, truth: Truth, hit_columns: _HitColumns) -> dict[str, Any]:
+    query_id, query_index, config, record, (search_us, cpu_us) = lookup
     payload = record.payload
-    hit_keys, hits = record.candidates.keys, record.candidates.hits  # columns: no candidate objects needed
-    hit_chunks = truth.chunks_of([h.vector_id for h in hits])
-    true_of_key, stored_doc_of_key = _key_identities(hit_keys, hits, hit_chunks)
+    true_of_key, stored_doc_of_key = hit_columns.true_of_key, hit_columns.stored_doc_of_key
     block_by_key = {b.key: b for b in record.result.blocks}
     member_keys, member_block, member_sha = _delivered_members(payload, block_by_key)
     member_chunks = [true_of_key[k] for k in member_keys]
@@ -200,10 +246,10 @@ def build_row(
         "member_doc_ids": [stored_doc_of_key[k] for k in member_keys],
         "member_content_sha": member_sha,
         "member_block": member_block,
-        "hit_keys": list(hit_keys),
-        "hit_chunks": hit_chunks,
-        "hit_content_sha": list(map(content_sha, [h.content for h in hits])),
-        "hit_scores": [float(h.score) for h in hits],
+        "hit_keys": hit_columns.keys,
+        "hit_chunks": hit_columns.chunks,
+        "hit_content_sha": hit_columns.content_sha,
+        "hit_scores": hit_columns.scores,
         "relevant_chunks": relevant_chunks,
         "relevant_grades": [relevant[c] for c in relevant_chunks],
         "relevant_docs": relevant_docs,
@@ -211,7 +257,7 @@ def build_row(
         "delivered_relevant": [c for c in relevant_chunks if c in delivered],
         "lost_chunks": lost_chunks,
         "lost_stages": lost_stages,
-        "n_hits": len(hits),
+        "n_hits": len(hit_columns.keys),
         "n_dedup": counts["dedup"],
         "n_cap": counts["cap"],
         "n_truncated": counts["truncation"],
