@@ -26,6 +26,7 @@ from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.checks import AbsoluteCheck, Check, GateResult, Outcome, RelativeCheck, Severity, min_units
 from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_RULE, DEFAULT_SEED, RULES, Settings
 from rag_eval.core.errors import GatesError, quoted
+from rag_eval.core.parsing import parse_toml
 from rag_eval.experiment import Experiment
 from rag_eval.metrics.registry import SERVICE
 
@@ -216,7 +217,7 @@ def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
     except OSError as exc:
         raise GatesError(f"cannot read the gates file: {exc.strerror}", path=str(path)) from exc
     try:
-        table = tomllib.loads(text)
+        table = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         where = re.search(r"\(at line (\d+), column \d+\)", str(exc))  # tomllib keeps the position in the text
         message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
+from rag_eval.core.parsing import parse_toml
 
 DEFAULT_RETRIEVE_K = 20
 DEFAULT_RETURN_N = 5
@@ -228,7 +229,7 @@ class RagConfig:
     @classmethod
     def from_toml_text(cls, text: str, *, source: str | None = None) -> RagConfig:
         try:
-            table = tomllib.loads(text)
+            table = parse_toml(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError([ConfigProblem("(file)", f"not valid TOML: {exc}")], path=source) from exc
         return cls.from_toml_table(table, source=source)

@@ -19,11 +19,10 @@ from operator import ge
 from rag_eval.core.identity import RANK_PREFIX, VECTOR_PREFIX
 from rag_eval.core.types import (
     Candidates,
-    Deferred,
-    deferred,
     HitReason,
     KnowledgeSearchHit,
     RetrievedEvidenceCandidate,
+    deferred,
     fast_constructor,
 )
 
@@ -129,8 +128,7 @@ def _order(cands: Candidates) -> list[int]:
         scores = [h.score for h in cands.hits]
         if all(map(ge, scores, islice(scores, 1, None))):  # already in order (the port's), no NaN: as they are
             return list(range(len(scores)))
-        negated = [-s for s in scores]
-        order = sorted(range(len(negated)), key=negated.__getitem__)
+        order = sorted(range(len(scores)), key=(negated := [-s for s in scores]).__getitem__)
         if (total := sum(negated)) != total:  # a NaN (or both infinities): NaN last, after minus infinity
             nan = [s != s for s in negated]
             inf = math.inf
@@ -233,7 +231,7 @@ def _selection(key: str, cands: Candidates, members: list[int], *, merge: bool =
     primary = cands.get(members[0])
     if len(members) == 1:
         return _new_selection(key, primary, (primary,), primary.hit_reasons)
-    everyone: Deferred[RetrievedEvidenceCandidate] = deferred(lambda: cands.take(members))
+    everyone = deferred(lambda: cands.take(members))
     return _new_selection(key, primary, everyone if merge else (primary,), deferred(lambda: merged_reasons(everyone)))
 
 

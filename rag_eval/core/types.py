@@ -55,7 +55,8 @@ def slots_constructor(cls: type[T], names: Sequence[str]) -> Callable[..., T]:
         raise TypeError(f"{cls.__name__}: slots not {list(names)}, or a slot named obj/new/twin/cls")
     # the bases' abstract methods, stubbed: the twin is never used as one of them
     abstract = dict.fromkeys(name for base in cls.__mro__[1:] for name in getattr(base, "__abstractmethods__", ()))
-    twin = type(cls)(f"_{cls.__name__}Twin", cls.__bases__, {"__slots__": slots, **abstract})
+    meta: Any = type(cls)  # type, or the ABC's metaclass
+    twin = meta(f"_{cls.__name__}Twin", cls.__bases__, {"__slots__": slots, **abstract})
     namespace: dict[str, Any] = {"new": object.__new__, "twin": twin, "cls": cls}
     lines = [f"def make({', '.join(names)}):", "    obj = new(twin)"]
     lines += [f"    obj.{n} = {n}" for n in names]

@@ -9,7 +9,6 @@ refused (every gate would pass over nothing). Every problem is reported with fil
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import DatasetError, quoted
+from rag_eval.core.parsing import TextError, parse_json
 from rag_eval.files import name_length_problem
 
 MAX_PROBLEMS = 20
@@ -153,9 +153,9 @@ def _jsonl(path: Path, digest: Any, problems: _Problems, kind: str) -> Iterator[
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.add(f"bad JSON ({exc.msg} at column {exc.colno})", path=path, line=n)
+            obj = parse_json(line)
+        except TextError as exc:
+            problems.add(f"bad JSON ({exc.in_line})", path=path, line=n)
             continue
         if not isinstance(obj, dict):
             problems.add(f"a {kind} must be a JSON object", path=path, line=n)
@@ -449,7 +449,7 @@ def corpus_has_metadata(path: Path) -> bool:
                 if '"metadata"' not in line:
                     continue
                 try:
-                    meta = json.loads(line).get("metadata")
+                    meta = parse_json(line).get("metadata")
                 except (ValueError, AttributeError):
                     return True
                 if meta:

@@ -12,7 +12,6 @@ ids. Vectors are normalised when ``normalize`` is true.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import DatasetError
+from rag_eval.core.parsing import parse_json
 from rag_eval.embed.vector_files import VectorFile, text_sha256
 
 SHOWN = 5  # ids named when queries have no vector
@@ -57,7 +57,7 @@ def _jsonl(path: Path) -> tuple[str, dict[str, list[float]]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line)
         except ValueError as exc:
             raise DatasetError(f"not JSON ({exc.args[0]})", path=str(path), line=n) from exc
         keys = [k for k in ("id", "text") if isinstance(obj, dict) and k in obj]

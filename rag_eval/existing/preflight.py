@@ -25,6 +25,7 @@ from rag_eval.core.errors import (
     EmbedderUnavailableError,
     quoted,
 )
+from rag_eval.core.parsing import parse_json
 from rag_eval.core.types import KnowledgeSearchRequest
 from rag_eval.datasets.beir import Dataset
 from rag_eval.datasets.labels import chunk_qrels
@@ -294,9 +295,9 @@ class ResolutionCache:
 
     def latest(self) -> dict[str, Any] | None:
         try:
-            pointer = json.loads((self.dir / "latest.json").read_text(encoding="utf-8"))
+            pointer = parse_json((self.dir / "latest.json").read_text(encoding="utf-8"))
             path = self.dir / f"{pointer['fingerprint']}.json"
-            found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            found: dict[str, Any] = parse_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return found if found.get("version") == CACHE_VERSION else None

@@ -19,6 +19,7 @@ from typing import Any
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written
+from rag_eval.core.parsing import parse_toml
 from rag_eval.experiment.checks import check_experiment, path_problem, raise_problems, retrieve_k_problem
 from rag_eval.experiment.configs_table import read_configs
 from rag_eval.experiment.model import Experiment, default_profile
@@ -38,7 +39,7 @@ def load_experiment(path: str | Path) -> Experiment:
     except OSError as exc:
         raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(p)) from exc
     try:
-        table = tomllib.loads(text)
+        table = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([ConfigProblem("(file)", f"not valid TOML: {exc}")], path=str(p)) from exc
     return experiment_from_table(table, base=p.parent, source=str(p))
@@ -105,7 +106,7 @@ def is_experiment_text(text: str) -> bool:
     (True, False, False)
     """
     try:
-        table = tomllib.loads(text)
+        table = parse_toml(text)
     except tomllib.TOMLDecodeError:
         return False
     return bool({"experiment", "dataset", "configs"} & set(table))

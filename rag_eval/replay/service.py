@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 
 from rag_eval.core.errors import ServiceError
+from rag_eval.core.parsing import TextError, parse_json
 from rag_eval.experiment.model import ServiceSpec
 
 TOOL = "lookup_knowledge"
@@ -76,8 +77,8 @@ class Answers:
             return out
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+                row = parse_json(line)
+            except TextError:
                 continue
             if (
                 isinstance(row, dict)
@@ -214,9 +215,9 @@ async def _mcp(spec: ServiceSpec) -> AsyncIterator[Call]:
 
 def _json(text: str, spec: ServiceSpec) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ServiceError(f"was answered with text that is not JSON ({exc.msg} at {exc.pos})",
+        return parse_json(text)
+    except TextError as exc:
+        raise ServiceError(f"was answered with text that is not JSON ({exc})",
                            endpoint=spec.endpoint) from None  # fmt: skip
 
 

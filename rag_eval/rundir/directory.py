@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, RunStoreError
+from rag_eval.core.parsing import TextError, parse_json
 from rag_eval.files import replaced, write_json, write_text
 from rag_eval.redact import redact_argv
 from rag_eval.rundir import parts
@@ -142,7 +143,7 @@ class RunStore:
 
     def _holder(self) -> str:
         try:
-            h = json.loads((self.dir / HOLDER_FILE).read_text(encoding="utf-8"))
+            h = parse_json((self.dir / HOLDER_FILE).read_text(encoding="utf-8"))
             argv = " ".join(_shown_argv([str(a) for a in h.get("argv", [])]))
             return f"pid {h.get('pid')} on {h.get('host')}, started {h.get('started')}: {argv}"
         except (OSError, ValueError, TypeError, AttributeError):
@@ -170,7 +171,7 @@ class RunStore:
             state_path = self.parts_dir / STATE_FILE
             if resume:
                 self.check_resumable()
-                state = json.loads(state_path.read_text(encoding="utf-8"))
+                state = _resume_state(state_path)
                 if ABANDONED in state:
                     raise ConfigError([ConfigProblem("--resume", f"{self.dir} holds a run that was stopped because "
                                                      f"{state[ABANDONED]}: its batches are not resumed; drop --resume "
@@ -208,7 +209,7 @@ class RunStore:
         a new run into the directory starts over."""
         state_path = self.parts_dir / STATE_FILE
         try:
-            state = json.loads(state_path.read_text(encoding="utf-8"))
+            state = parse_json(state_path.read_text(encoding="utf-8"))
             write_json(state_path, {**state, ABANDONED: reason})
         except (OSError, ValueError) as exc:
             raise RunStoreError(f"cannot record the stopped run: {exc}", path=str(self.dir)) from exc
@@ -395,10 +396,23 @@ def trec_scores(scores: Sequence[float]) -> list[float]:
     return out
 
 
+def _resume_state(path: Path) -> dict[str, Any]:
+    """What an unfinished run recorded of itself; a file damaged or edited so that it is not that is refused."""
+    try:
+        state = parse_json(path.read_text(encoding="utf-8"))
+    except (TextError, UnicodeDecodeError) as exc:
+        state = exc
+    if not isinstance(state, dict):
+        why = state if isinstance(state, Exception) else f"a JSON {type(state).__name__}, not an object"
+        raise ConfigError([ConfigProblem("--resume", f"{path} is not the state rag-eval wrote ({why}): drop --resume "
+                                         "to start again")])  # fmt: skip
+    return state
+
+
 def published_files(directory: str | Path) -> list[str]:
     """The files the last finished run in ``directory`` published (empty when none finished there)."""
     try:
-        return list(json.loads((Path(directory) / MARKER).read_text(encoding="utf-8")).get("files", []))
+        return list(parse_json((Path(directory) / MARKER).read_text(encoding="utf-8")).get("files", []))
     except (OSError, ValueError):
         return []
 
@@ -429,7 +443,7 @@ def recorded_digests(directory: str | Path) -> dict[str, str]:
     """The SHA-256 of each file of :data:`CHECKED_FILES` as the run (or the accepted copy of it) published
     it; empty for a run written before runs recorded them."""
     try:
-        found = json.loads((Path(directory) / MARKER).read_text(encoding="utf-8")).get("sha256", {})
+        found = parse_json((Path(directory) / MARKER).read_text(encoding="utf-8")).get("sha256", {})
     except (OSError, ValueError, AttributeError):
         return {}
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}

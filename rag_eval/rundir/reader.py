@@ -14,7 +14,6 @@ rag_eval.core.errors.ReportInputError: compare.json: field 'comparisons': missin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rag_eval.core.errors import InputError, ReportInputError, RunDirectoryError
+from rag_eval.core.parsing import TextError, parse_json
 from rag_eval.rundir.directory import MARKER, file_digest, is_finished, recorded_digests
 from rag_eval.rundir.rows import SCHEMA
 
@@ -54,13 +54,16 @@ def _fail(error: type[InputError], message: str, path: str, field: str | None = 
 def read_json(path: Path, *, error: type[InputError] = RunDirectoryError) -> dict[str, Any]:
     """A JSON object from ``path``; missing, unreadable, invalid or not an object is one line naming it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise _fail(error, "not found: is this a run directory?", str(path)) from exc
     except OSError as exc:
         raise _fail(error, f"cannot read: {exc.strerror}", str(path)) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        line = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+    except (TextError, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            line = "not UTF-8"
+        else:
+            line = exc.reason if exc.line is None else f"line {exc.line}: {exc.reason}"
         raise _fail(error, f"not valid JSON ({line})", str(path)) from exc
     if not isinstance(data, dict):
         raise _fail(error, "expected a JSON object", str(path))

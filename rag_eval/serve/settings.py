@@ -23,6 +23,7 @@ from typing import Any
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
+from rag_eval.core.parsing import parse_toml
 from rag_eval.core.types import SearchMode
 from rag_eval.embed.providers import EmbedSettings, settings_problems
 from rag_eval.experiment.section import TableReader
@@ -153,7 +154,7 @@ def load_serve_file(path: str | Path) -> ServeSettings:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem("(file)", f"cannot read it: {exc}")], path=str(p)) from exc
     try:
-        table = tomllib.loads(text)
+        table = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([ConfigProblem("(file)", f"not valid TOML: {exc}")], path=str(p)) from exc
     return serve_settings(table, base=p.parent.resolve(), source=str(p))

@@ -15,13 +15,13 @@ docs/traffic.md, "Reading traffic".
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, DatasetError, quoted
+from rag_eval.core.parsing import TextError, parse_json
 from rag_eval.traffic import otlp
 from rag_eval.traffic.records import Fields, check_file, csv_records, jsonl_records, lines, parquet_records
 from rag_eval.traffic.tally import BLANK_LINE, MAX_SAMPLE, REASONS, Record, Tally, TrafficQuery
@@ -86,6 +86,7 @@ class Traffic:
     def document(self) -> dict[str, Any]:
         """A JSON-able summary for a run's manifest: counts and settings, no query text.
 
+        >>> import json
         >>> spec = TrafficSpec(path=Path("log.jsonl"))
         >>> query = TrafficQuery(id="q-1", text="secret", count=3, category=None)
         >>> doc = Traffic(spec=spec, format="jsonl", queries=(query,), records=4, skipped={"blank": 1},
@@ -188,8 +189,8 @@ def detect_format(path: Path) -> str:
     if first is None:
         raise DatasetError("holds no query (the file is empty)", path=str(path))
     try:
-        obj = json.loads(first[1])
-    except (json.JSONDecodeError, RecursionError):
+        obj = parse_json(first[1])
+    except TextError:
         return "otlp"  # not JSON lines: one pretty-printed document, which only a trace export may be
     return "otlp" if isinstance(obj, dict) and "resourceSpans" in obj else "jsonl"
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import DatasetError, quoted
+from rag_eval.core.parsing import TextError, parse_json
 from rag_eval.datasets.beir import Document
 
 GRADES = (0, 1, 2)  # 0 not relevant; 1 and 2 relevant, graded
@@ -160,9 +161,9 @@ def read_marked(path: Path, documents: Mapping[str, Document]) -> tuple[MarkedQu
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.add(f"bad JSON ({exc.msg} at column {exc.colno})", n)
+            obj = parse_json(line)
+        except TextError as exc:
+            problems.add(f"bad JSON ({exc.in_line})", n)
             continue
         query = _query(obj, n, documents, problems)
         if query is None:

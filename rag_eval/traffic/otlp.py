@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from rag_eval.core.errors import DatasetError, quoted
-from rag_eval.traffic.records import Fields, lines
+from rag_eval.core.parsing import TextError, parse_json
+from rag_eval.traffic.records import Fields, json_problem, lines
 from rag_eval.traffic.tally import MISSING, Record
 
 # OpenInference's attribute names and values (openinference-semantic-conventions: SpanAttributes,
@@ -111,13 +111,13 @@ def _exports(path: Path, digest: Any) -> Iterator[tuple[int, dict[str, Any] | No
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
+            obj = parse_json(line)
+        except TextError as exc:
+            if exc.column is None:  # well formed but unreadable (too deep, too long a number): not a document's line
+                raise DatasetError(json_problem(exc), path=str(path), line=n) from None
             whole = "".join([*head, *(rest for _, rest in source)])
             yield 1, _export(_document(whole, path), path, 1)
             return
-        except RecursionError:
-            raise DatasetError("JSON nested too deeply to read", path=str(path), line=n) from None
         yield from ((k, None) for k in range(1, n))
         yield n, _export(obj, path, n)
         break
@@ -127,20 +127,16 @@ def _exports(path: Path, digest: Any) -> Iterator[tuple[int, dict[str, Any] | No
 
 def _document(text: str, path: Path) -> object:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"not JSON ({exc.msg} at column {exc.colno})", path=str(path), line=exc.lineno) from None
-    except RecursionError:
-        raise DatasetError("JSON nested too deeply to read", path=str(path)) from None
+        return parse_json(text)
+    except TextError as exc:
+        raise DatasetError(json_problem(exc), path=str(path), line=exc.line) from None
 
 
 def _load(line: str, path: Path, n: int) -> object:
     try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"not JSON ({exc.msg} at column {exc.colno})", path=str(path), line=n) from None
-    except RecursionError:
-        raise DatasetError("JSON nested too deeply to read", path=str(path), line=n) from None
+        return parse_json(line)
+    except TextError as exc:
+        raise DatasetError(json_problem(exc), path=str(path), line=n) from None
 
 
 def _export(obj: object, path: Path, n: int) -> dict[str, Any]:
@@ -227,8 +223,8 @@ def _retriever_query(attrs: dict[str, object]) -> object:
         return _Reason(NO_QUERY_ARGUMENT)
     if isinstance(value, str) and attrs.get(INPUT_MIME_TYPE) == JSON_MIME:
         try:
-            parsed = json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
+            parsed = parse_json(value)
+        except TextError:
             return value
         if isinstance(parsed, dict):
             return parsed.get("query", _Reason(NO_QUERY_ARGUMENT))
@@ -241,8 +237,8 @@ def _tool_query(attrs: dict[str, object]) -> object:
     if not isinstance(value, str):
         return _Reason(NO_QUERY_ARGUMENT)
     try:
-        parsed = json.loads(value)
-    except (json.JSONDecodeError, RecursionError):
+        parsed = parse_json(value)
+    except TextError:
         return _Reason(NO_QUERY_ARGUMENT)
     if not isinstance(parsed, dict) or "query" not in parsed:
         return _Reason(NO_QUERY_ARGUMENT)

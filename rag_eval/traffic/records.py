@@ -15,7 +15,6 @@ Record(line=4, text='plain', ident='8', category=<Missing.MISSING: 'missing'>)]
 from __future__ import annotations
 
 import csv
-import json
 import stat
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from rag_eval.core.errors import DatasetError, as_written, quoted
+from rag_eval.core.parsing import TextError, parse_json
 from rag_eval.traffic.tally import MISSING, Record
 
 BOM: Final = "\ufeff"
@@ -80,14 +80,17 @@ def lines(path: Path, digest: Any) -> Iterator[tuple[int, str]]:
         raise DatasetError(f"cannot be read ({exc.strerror})", path=str(path)) from exc
 
 
+def json_problem(exc: TextError) -> str:
+    """What is wrong with a JSON line, in words: where the parser says, the column; else why it cannot be read."""
+    return f"not JSON this reader can read ({exc.reason})" if exc.column is None else f"not JSON ({exc.in_line})"
+
+
 def json_object(line: str, *, path: Path, n: int) -> dict[str, Any]:
     """One JSON line as an object, or the DatasetError naming the file and line."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"not JSON ({exc.msg} at column {exc.colno})", path=str(path), line=n) from None
-    except RecursionError:
-        raise DatasetError("not JSON this reader can read (nested too deeply)", path=str(path), line=n) from None
+        obj = parse_json(line)
+    except TextError as exc:
+        raise DatasetError(json_problem(exc), path=str(path), line=n) from None
     if not isinstance(obj, dict):
         raise DatasetError(f"a record must be a JSON object, not {type(obj).__name__}", path=str(path), line=n)
     return obj

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import quoted
+from rag_eval.core.parsing import parse_toml
 from rag_eval.datasets.quotes.problems import ID, KEY_LINE, Problem, read_text, toml_error_line, toml_error_text
 
 MIN_BODY_CHARS = 2_000
@@ -100,7 +101,7 @@ def _front_matter(raw: str, where: str, problems: list[Problem]) -> _FrontMatter
         problems.append(Problem(f"front matter is never closed by a {FRONT_MATTER_FENCE!r} line", where, 1))
         return None
     try:
-        meta = tomllib.loads("\n".join(lines[1:close]))
+        meta = parse_toml("\n".join(lines[1:close]))
     except tomllib.TOMLDecodeError as exc:
         line = toml_error_line(exc)
         problems.append(

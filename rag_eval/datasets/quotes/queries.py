@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import quoted
+from rag_eval.core.parsing import parse_toml
 from rag_eval.datasets.quotes.problems import (
     ID,
     KEY_LINE,
@@ -132,7 +133,7 @@ def load_query_file(path: Path, problems: list[Problem]) -> list[SourceQuery]:
     if raw is None:
         return []
     try:
-        data = tomllib.loads(raw)
+        data = parse_toml(raw)
     except tomllib.TOMLDecodeError as exc:
         problems.append(Problem(f"not valid TOML: {toml_error_text(exc)}", where, toml_error_line(exc)))
         return []

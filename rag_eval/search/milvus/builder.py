@@ -20,6 +20,7 @@ from rag_eval.core.errors import (
     SearchRequestError,
     UnsupportedFeatureError,
 )
+from rag_eval.core.parsing import parse_json
 from rag_eval.core.ports import PortBase
 from rag_eval.search.milvus.collection import collection_of, count, describe, ensure_loaded, stored_index
 from rag_eval.search.milvus.connection import Connection
@@ -112,7 +113,7 @@ class MilvusStore(PortBase):
         if not self.exists():
             return None
         try:
-            value = json.loads(describe(self._conn, self.collection).properties.get(MANIFEST_PROPERTY, ""))
+            value = parse_json(describe(self._conn, self.collection).properties.get(MANIFEST_PROPERTY, ""))
         except ValueError:
             return None
         return value if isinstance(value, dict) else None

@@ -9,12 +9,12 @@ elsewhere included.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from rag_eval.core.errors import CollectionNotLoadedError, SearchRequestError
+from rag_eval.core.parsing import parse_json
 from rag_eval.search.milvus.connection import Connection
 from rag_eval.search.milvus.schema import INDEX_PROPERTY, SPARSE_FIELD, VECTOR_FIELD, IndexSpec, SearchTarget
 
@@ -114,7 +114,7 @@ def ensure_loaded(conn: Connection, name: str, load: bool) -> bool:
 def stored_index(coll: Collection) -> IndexSpec:
     """The IndexSpec recorded at create(), else one matching the collection's index with default parameters."""
     try:
-        return IndexSpec(**json.loads(coll.properties[INDEX_PROPERTY]))
+        return IndexSpec(**parse_json(coll.properties[INDEX_PROPERTY]))
     except (KeyError, ValueError, TypeError):
         if coll.index_type is None or coll.metric is None:
             return IndexSpec()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rag_eval.core.errors import quoted
+from rag_eval.core.parsing import parse_json
 from rag_eval.search.milvus.quoting import milvus_string_literal
 
 # what the port's hit carries, and whether a collection must map it
@@ -90,7 +91,7 @@ class FieldRef:
         for k in self.path:
             if isinstance(value, str):
                 try:
-                    value = json.loads(value)
+                    value = parse_json(value)
                 except ValueError:
                     return None
             if not isinstance(value, Mapping):

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rag_eval.core.parsing import parse_json
 from rag_eval.search.milvus.existing import CollectionInfo
 from rag_eval.search.milvus.schema import SearchTarget
 
@@ -58,7 +59,7 @@ def _keys(samples: Sequence[Mapping[str, Any]], info: CollectionInfo) -> dict[st
                 places.setdefault(key, _kind(value))
                 if key == _NODE and isinstance(value, str):
                     try:
-                        node = json.loads(value)
+                        node = parse_json(value)
                     except ValueError:
                         continue
                     if isinstance(node, Mapping):

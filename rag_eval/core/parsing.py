@@ -1,0 +1,72 @@
+"""JSON and TOML text read into Python values, every refusal one ``ValueError`` that says why and, where known,
+where.
+
+The standard library refuses malformed text with ``JSONDecodeError`` and ``TOMLDecodeError``, but text that is
+well formed can fail in two more ways, which readers that catch only those let through as crashes: nesting
+deeper than the interpreter's recursion limit (a ``RecursionError``, not a ``ValueError`` at all), and, for
+JSON, an integer of more digits than ``int()`` converts (a plain ``ValueError``, 4,300 digits by default).
+Every reader of a file a user wrote or a server sent parses through :func:`parse_json` and :func:`parse_toml`,
+so that each of those is the one error it reports with the file and line.
+
+>>> parse_json('{"a": [1, 2]}')
+{'a': [1, 2]}
+>>> for text in ('{"a": }', "[" * 100_000 + "]" * 100_000, "9" * 5_000):
+...     try:
+...         parse_json(text)
+...     except TextError as exc:
+...         print(exc.reason, exc.line, exc.column)
+Expecting value 1 7
+nested too deeply None None
+a number of 5,000 digits, more than the 4,300 a reader converts None None
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from typing import Any
+
+NESTED = "nested too deeply"
+
+
+class TextError(ValueError):
+    """Text that is not JSON this reader can read: ``reason`` in words; ``line`` and ``column`` (1-based)
+    where the parser says, else None."""
+
+    def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(reason if line is None else f"{reason} (line {line}, column {column})")
+        self.reason, self.line, self.column = reason, line, column
+
+    @property
+    def in_line(self) -> str:
+        """The reason, with the column where the parser gives one (for a message that names the line itself)."""
+        return self.reason if self.column is None else f"{self.reason} at column {self.column}"
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads(text)``, or :class:`TextError` for malformed text, too deep a nesting, or too long a number."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TextError(exc.msg, exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise TextError(NESTED) from None
+    except ValueError as exc:  # well formed, not convertible: an integer of more digits than int() reads
+        raise TextError(_unconverted(str(exc))) from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads(text)``; too deep a nesting is a ``TOMLDecodeError`` too (without a position)."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(f"{NESTED} to read") from None
+
+
+def _unconverted(message: str) -> str:
+    found = re.search(r"limit \((\d+) digits\).*value has (\d+) digits", message)
+    if found is None:
+        return message.split(";")[0]
+    limit, digits = (int(g) for g in found.groups())
+    return f"a number of {digits:,} digits, more than the {limit:,} a reader converts"

@@ -1,0 +1,202 @@
+"""Hostile JSON and TOML: text that is well formed but nested deeper than the interpreter recurses, or holds an
+integer of more digits than ``int()`` converts, is refused like malformed text (one line naming the file and the
+line, exit 2), by every reader of a file a user writes or a server sends; none of them crashes."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rag_eval.core.errors import ConfigError, DatasetError
+from rag_eval.core.parsing import NESTED, TextError, parse_json, parse_toml
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+DEEP_TOML = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"
+BIG = "9" * 5_000  # Python converts at most 4,300 digits by default
+
+
+def test_malformed_deep_and_long_numbered_json_are_each_one_text_error() -> None:
+    assert parse_json('{"a": [1, 2.5, null]}') == {"a": [1, 2.5, None]}
+    assert parse_json(b'{"a": 1}') == {"a": 1}
+    assert parse_json("9" * 4_300) == int("9" * 4_300)  # the limit itself is read
+    with pytest.raises(TextError) as bad:
+        parse_json('{"a": 1,\n "b": }')
+    assert (bad.value.reason, bad.value.line, bad.value.column) == ("Expecting value", 2, 7)
+    assert bad.value.in_line == "Expecting value at column 7" and isinstance(bad.value, ValueError)
+    with pytest.raises(TextError) as deep:
+        parse_json('{"q": ' + DEEP_JSON + "}")
+    assert (deep.value.reason, deep.value.line, deep.value.column) == (NESTED, None, None)
+    assert deep.value.in_line == NESTED
+    with pytest.raises(TextError) as big:
+        parse_json('{"id": ' + BIG + "}")
+    assert big.value.reason == "a number of 5,000 digits, more than the 4,300 a reader converts"
+
+
+def test_deep_toml_is_a_toml_decode_error() -> None:
+    assert parse_toml("a = [[1]]") == {"a": [[1]]}
+    with pytest.raises(tomllib.TOMLDecodeError, match=NESTED):
+        parse_toml(DEEP_TOML)
+
+
+def _refused(error: type[Exception], call, *where: str) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(error) as info:
+        call()
+    text = str(info.value)
+    assert getattr(info.value, "exit_code", 2) == 2, text
+    assert "\n" not in text.strip() or error is ConfigError, text
+    for part in where:
+        assert part in text, (part, text)
+    return text
+
+
+@pytest.mark.parametrize("line", [BIG, DEEP_JSON], ids=["long number", "deep"])
+def test_a_query_log_line_of_long_numbers_or_deep_nesting_names_its_line(tmp_path: Path, line: str) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"query": "a", "id": 1}\n{"query": "b", "id": ' + line + "}\n", encoding="utf-8")
+    text = _refused(DatasetError, lambda: read_traffic(TrafficSpec(path=path, id="id")), f"{path}:2")
+    assert "not JSON this reader can read" in text
+
+
+def test_a_query_logs_first_line_of_a_long_number_is_refused_not_taken_for_a_trace(tmp_path: Path) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"query": "a", "id": ' + BIG + "}\n", encoding="utf-8")
+    _refused(DatasetError, lambda: read_traffic(TrafficSpec(path=path, id="id")), f"{path}:1", "5,000 digits")
+
+
+@pytest.mark.parametrize("line", [BIG, DEEP_JSON], ids=["long number", "deep"])
+def test_a_trace_export_line_of_long_numbers_or_deep_nesting_names_its_line(tmp_path: Path, line: str) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    path = tmp_path / "traces.otlp.jsonl"
+    path.write_text('{"resourceSpans": []}\n{"resourceSpans": [], "x": ' + line + "}\n", encoding="utf-8")
+    _refused(DatasetError, lambda: read_traffic(TrafficSpec(path=path)), f"{path}:2", "not JSON this reader can read")
+
+
+def test_a_pretty_printed_trace_export_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    path = tmp_path / "traces.json"
+    path.write_text('{\n "resourceSpans": [],\n "x": ' + DEEP_JSON + "\n}\n", encoding="utf-8")
+    _refused(DatasetError, lambda: read_traffic(TrafficSpec(path=path, format="otlp")), str(path), NESTED)
+
+
+def test_a_retriever_spans_json_input_that_cannot_be_read_is_its_text(tmp_path: Path) -> None:
+    """An ``input.value`` declared JSON but unreadable (too deep, too long a number) is the text as written."""
+    from rag_eval.traffic.otlp import _retriever_query, _tool_query
+
+    for value in (DEEP_JSON, '{"query": ' + BIG + "}"):
+        attrs = {"input.value": value, "input.mime_type": "application/json"}
+        assert _retriever_query(attrs) == value  # type: ignore[arg-type]
+        assert type(_tool_query(attrs)).__name__ == "_Reason"  # type: ignore[arg-type]  # no query argument read
+
+
+def test_a_marked_labelling_file_with_a_long_number_names_its_line(tmp_path: Path) -> None:
+    from rag_eval.traffic.marks import read_marked
+
+    path = tmp_path / "marked.jsonl"
+    path.write_text('{"query_id": ' + BIG + "}\n", encoding="utf-8")
+    _refused(DatasetError, lambda: read_marked(path, {}), f"{path}:1", "bad JSON (a number of 5,000 digits")
+
+
+def test_a_beir_corpus_line_nested_too_deeply_is_a_problem_of_its_line(tmp_path: Path) -> None:
+    import hashlib
+
+    from rag_eval.datasets.beir import _Problems, read_documents
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "d1", "text": "x"}\n{"_id": "d2", "text": ' + DEEP_JSON + "}\n", encoding="utf-8")
+    problems = _Problems()
+    read_documents(path, hashlib.sha256(), problems)
+    assert [(p.line, f"bad JSON ({NESTED})" in str(p)) for p in problems.items] == [(2, True)]
+
+
+def test_a_query_vector_file_nested_too_deeply_names_its_line(tmp_path: Path) -> None:
+    from rag_eval.embed.precomputed import read_query_vectors
+
+    path = tmp_path / "queries.jsonl"
+    path.write_text('{"id": "q1", "vector": [0.5]}\n{"id": "q2", "vector": ' + DEEP_JSON + "}\n", encoding="utf-8")
+    _refused(DatasetError, lambda: read_query_vectors(path), f"{path}:2", "not JSON")
+
+
+@pytest.mark.parametrize("body", [DEEP_JSON, '{"n": ' + BIG + "}"], ids=["deep", "long number"])
+def test_a_run_directorys_json_that_cannot_be_read_is_refused(tmp_path: Path, body: str) -> None:
+    from rag_eval.rundir.reader import RunDirectoryError, read_json
+
+    path = tmp_path / "summary.json"
+    path.write_text(body, encoding="utf-8")
+    _refused(RunDirectoryError, lambda: read_json(path), str(path), "not valid JSON")
+
+
+@pytest.mark.parametrize("state", ["{", DEEP_JSON, "[1, 2]", '{"n": ' + BIG + "}"],
+                         ids=["cut short", "deep", "a list", "long number"])  # fmt: skip
+def test_resuming_a_run_whose_state_file_is_damaged_is_refused(tmp_path: Path, state: str) -> None:
+    from rag_eval.rundir.directory import STATE_FILE, RunStore
+
+    store = RunStore(tmp_path / "run")
+    store.dir.mkdir()
+    store.begin({"dataset": "x"}, resume=False)
+    (store.parts_dir / STATE_FILE).write_text(state, encoding="utf-8")
+    text = _refused(ConfigError, lambda: store.begin({"dataset": "x"}, resume=True), "--resume", "drop --resume")
+    assert str(store.parts_dir / STATE_FILE) in text
+
+
+def test_a_services_answer_that_cannot_be_read_is_a_service_error() -> None:
+    from rag_eval.replay.service import ServiceError, _json
+
+    class Spec:
+        endpoint = "http://127.0.0.1:1/lookup"
+
+    for answer in (DEEP_JSON, '{"evidence": ' + BIG + "}"):
+        with pytest.raises(ServiceError, match="not JSON"):
+            _json(answer, Spec())  # type: ignore[arg-type]
+
+
+def test_a_collections_json_text_too_deep_to_read_is_no_value() -> None:
+    from rag_eval.search.milvus.fields import FieldRef
+
+    ref = FieldRef(field="meta", path=("doc",))
+    assert ref.read({"meta": json.dumps({"doc": "d1"})}) == "d1"
+    assert ref.read({"meta": '{"doc": ' + DEEP_JSON + "}"}) is None
+    assert ref.read({"meta": '{"doc": ' + BIG + "}"}) is None
+
+
+@pytest.mark.parametrize("kind", ["experiment", "rag config", "gates", "serve"])
+def test_a_toml_file_nested_too_deeply_is_refused_naming_it(tmp_path: Path, kind: str) -> None:
+    from rag_eval.compare.gates import GatesError, load_gates
+    from rag_eval.core.config import RagConfig
+    from rag_eval.experiment.reader import load_experiment
+    from rag_eval.serve.settings import load_serve_file
+
+    path = tmp_path / f"{kind.replace(' ', '-')}.toml"
+    path.write_text(DEEP_TOML, encoding="utf-8")
+    calls = {
+        "experiment": (ConfigError, lambda: load_experiment(path)),
+        "rag config": (ConfigError, lambda: RagConfig.from_toml_text(DEEP_TOML, source=str(path))),
+        "gates": (GatesError, lambda: load_gates(path)),
+        "serve": (ConfigError, lambda: load_serve_file(path)),
+    }
+    error, call = calls[kind]
+    _refused(error, call, str(path), NESTED)
+
+
+def test_a_quoted_data_sets_query_file_and_front_matter_nested_too_deeply_are_problems(tmp_path: Path) -> None:
+    from rag_eval.datasets.quotes.documents import parse_doc
+    from rag_eval.datasets.quotes.queries import load_query_file
+
+    queries = tmp_path / "q.toml"
+    queries.write_text(DEEP_TOML, encoding="utf-8")
+    problems: list = []  # type: ignore[type-arg]
+    assert load_query_file(queries, problems) == []
+    assert len(problems) == 1 and NESTED in problems[0].message
+    doc = tmp_path / "d.md"
+    doc.write_text("+++\n" + DEEP_TOML + "+++\nbody\n", encoding="utf-8")
+    problems = []
+    assert parse_doc(doc, problems) is None
+    assert len(problems) == 1 and NESTED in problems[0].message
