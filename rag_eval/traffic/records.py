@@ -145,6 +145,7 @@ def csv_records(path: Path, fields: Fields, digest: Any) -> Iterator[Record | No
                     line=at,
                     field=name,
                 )
+            _once(header, role, name, path=path, line=at)
             where[role] = header.index(name)
         start = counted.read + 1
         for row in rows:
@@ -160,6 +161,16 @@ def csv_records(path: Path, fields: Fields, digest: Any) -> Iterator[Record | No
             start = counted.read + 1
     except csv.Error as exc:
         raise DatasetError(f"not CSV ({exc})", path=str(path), line=counted.read) from None
+
+
+def _once(names: list[str], role: str, name: str, *, path: Path, line: int | None) -> None:
+    """Refuse a named column that the header or schema holds more than once: which one is meant cannot be told."""
+    places = [i for i, n in enumerate(names, start=1) if n == name]
+    if len(places) > 1:
+        shown = ", ".join(str(i) for i in places)
+        raise DatasetError(f"the {role} column {quoted(name)} is there {len(places)} times (columns {shown}): "
+                           "which one holds the values cannot be told; rename all but one", path=str(path),
+                           line=line, field=name)  # fmt: skip
 
 
 def _cell(row: list[str], index: int | None) -> object:
@@ -184,6 +195,7 @@ def parquet_records(path: Path, fields: Fields) -> Iterator[Record]:
                 path=str(path),
                 field=name,
             )
+        _once(names, role, name, path=path, line=None)
     columns = list(dict.fromkeys(name for _, name in fields.named()))
     row = 0
     try:

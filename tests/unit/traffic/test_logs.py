@@ -283,6 +283,25 @@ def test_a_parquet_without_the_column_names_file_and_field(tmp_path: Path) -> No
     assert err.field == "query" and "the schema has no text column" in str(err)
 
 
+def test_a_named_column_given_twice_is_refused_naming_where(tmp_path: Path) -> None:
+    """A header or schema that holds the text, id or category column twice: which one is meant cannot be told,
+    so it is refused (the first or the last would drop what the other holds without a word); other repeated
+    columns do not matter."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = _csv(tmp_path / "log.csv", ["query", "id", "query"], [["a", "1", "b"]])
+    err = _refused(path)
+    assert (err.line, err.field) == (1, "query") and "is there 2 times (columns 1, 3)" in str(err)
+    path = _csv(tmp_path / "ids.csv", ["id", "query", "id", "note", "note"], [["1", "a", "2", "x", "y"]])
+    assert _refused(path, id="id").field == "id"
+    assert [q.text for q in _read(path).queries] == ["a"]  # no id asked for: the repeated id and note columns
+    parquet = tmp_path / "log.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])], names=["query", "query"]), parquet)
+    err = _refused(parquet)
+    assert err.field == "query" and "is there 2 times (columns 1, 2)" in str(err)
+
+
 def test_a_file_that_is_not_parquet_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "log.parquet"
     path.write_text("query\na\n")
