@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag_eval.core.errors import ConfigError, ConfigProblem
+from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
+from rag_eval.core.parsing import ascii_int
 
 MAX_WORKERS = 256  # local worker processes; a larger cluster is a scheduler's (--scheduler)
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler, and for a scheduler's first worker
@@ -68,11 +69,11 @@ def cluster_of(*, workers: str | None, scheduler: str | None, parts: str | None)
 
 def parse_workers(text: str | int) -> int:
     """``--workers``: a whole number of local worker processes, 1 to :data:`MAX_WORKERS`."""
-    value = str(text).strip()
-    if not value.isdigit() or not 1 <= int(value) <= MAX_WORKERS:
+    value = ascii_int(str(text))
+    if value is None or not 1 <= value <= MAX_WORKERS:
         expected = f"expected a whole number of worker processes from 1 to {MAX_WORKERS}"
-        raise _refused("--workers", f"{expected}, got {text!r}")
-    return int(value)
+        raise _refused("--workers", f"{expected}, got {quoted(str(text))}")
+    return value
 
 
 def parse_scheduler(text: str) -> str:

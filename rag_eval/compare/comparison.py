@@ -29,7 +29,6 @@ from rag_eval.compare.stats import (
     Paired,
     Settings,
     aggregate,
-    required_resamples,
 )
 from rag_eval.compare.tasks import (
     Measured,
@@ -167,9 +166,7 @@ def _plan(
     plan = [_Pairing(b, c, s, against if s == "against" and against is not None else run)
             for b, c, s in pairings(run, against)]  # fmt: skip
     tested = sum(1 for m in metrics if m.tested) * len(plan)
-    settings = replace(
-        gates.settings, permutations=required_resamples(tested, gates.settings.alpha, gates.settings.resamples)
-    )
+    settings = replace(gates.settings, permutations=gates.resamples_for(tested))
     configs = [{**run.config(p.candidate), "name": p.candidate} for p in plan]
     caps = cap_aware_note(
         ((p.baseline, p.base_run.config(p.baseline).get("cap_aware")), (p.candidate, c.get("cap_aware")))

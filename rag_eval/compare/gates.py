@@ -24,7 +24,15 @@ from typing import Any, Literal
 
 from rag_eval.compare.catalog import Metric, catalog
 from rag_eval.compare.checks import AbsoluteCheck, Check, GateResult, Outcome, RelativeCheck, Severity, min_units
-from rag_eval.compare.stats import DEFAULT_RESAMPLES, DEFAULT_RULE, DEFAULT_SEED, RULES, Settings
+from rag_eval.compare.stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_RULE,
+    DEFAULT_SEED,
+    MAX_RESAMPLES,
+    RULES,
+    Settings,
+    required_resamples,
+)
 from rag_eval.core.errors import GatesError, quoted
 from rag_eval.core.parsing import parse_toml
 from rag_eval.experiment import Experiment
@@ -57,6 +65,18 @@ class GateSet:
     checks: tuple[AbsoluteCheck | RelativeCheck, ...] = ()
     settings: Settings = field(default_factory=Settings)
     purpose: str = ""  # why these gates (printed beside the verdict), e.g. why a rollout only warns
+
+    def resamples_for(self, tested: int) -> int:
+        """The randomisation resamples of a comparison of ``tested`` numbers (:func:`required_resamples`); refused
+        when Holm's first step at this alpha needs more than :data:`MAX_RESAMPLES` (a tiny alpha draws for days)."""
+        alpha = self.settings.alpha
+        need = required_resamples(tested, alpha, self.settings.resamples)
+        if need > MAX_RESAMPLES:
+            raise GatesError(
+                f"alpha {alpha:g} over {tested:,} tested numbers needs {need:,} resamples for Holm's first step to be "
+                f"reachable, more than the {MAX_RESAMPLES:,} a comparison draws: raise alpha", path=self.source,
+            )  # fmt: skip
+        return need
 
     def validate(self, metrics: Sequence[Metric]) -> None:
         """Every check names a metric of this comparison, in a direction that metric has."""
@@ -269,12 +289,13 @@ def gates_from_table(table: Mapping[str, Any], *, path: str, text: str, base: Pa
     problems = {
         "alpha": not 0 < values.get("alpha", 0.05) < 1,
         "power": not 0 < values.get("power", 0.8) < 1,
-        "resamples": values.get("resamples", 4999) < 99,
+        "resamples": not 99 <= values.get("resamples", 4999) <= MAX_RESAMPLES,
         "seed": values.get("seed", 0) < 0,
     }
     for key, bad in problems.items():
         if bad:
-            allowed = {"alpha": "within (0, 1)", "power": "within (0, 1)", "resamples": ">= 99", "seed": ">= 0"}[key]
+            allowed = {"alpha": "within (0, 1)", "power": "within (0, 1)", "seed": ">= 0",
+                       "resamples": f"within [99, {MAX_RESAMPLES:,}]"}[key]  # fmt: skip
             raise GatesError(
                 f"{key} must be {allowed}, got {quoted(values[key])}", path=path, line=_line_of_key(text, key)
             )

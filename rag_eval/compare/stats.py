@@ -30,6 +30,7 @@ from rag_eval.compare.orderstats import percentile_rows
 
 DEFAULT_SEED = 20240601
 DEFAULT_RESAMPLES = 4999
+MAX_RESAMPLES = 1_000_000  # a comparison draws at most (976,000 took 62 s and 2 GB for the default run's 244 numbers)
 MIN_TESTED_UNITS = 2  # a paired test or a bootstrap over fewer units is not defined: no p-value, no interval
 Alternative = Literal["two-sided", "less", "greater"]  # of the candidate's difference (or log ratio) from the baseline
 # when a relative gate fires: "threshold" (the change is significantly beyond the threshold) or "zero" (the estimate

@@ -299,7 +299,11 @@ def _parse_int(key: str, raw: Any, problems: list[ConfigProblem]) -> int | None:
                 hint = " (in .properties a comment starts only at the beginning of a line)"
             problems.append(ConfigProblem(key, f"{quoted(text)} is not an integer{hint}"))
             return None
-        value = int(text, 10)
+        sign, digits = ("-" if text[0] == "-" else ""), text.lstrip("+-").lstrip("0") or "0"
+        if len(digits) > len(str(INT_MAX)):  # more digits than int() may convert, too
+            problems.append(ConfigProblem(key, f"{quoted(text)} is outside the 32-bit integer range the service reads"))
+            return None
+        value = int(sign + digits, 10)
     if not INT_MIN <= value <= INT_MAX:
         problems.append(ConfigProblem(key, f"{value} is outside the 32-bit integer range the service reads"))
         return None

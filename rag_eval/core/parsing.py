@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tomllib
 from typing import Any
 
@@ -56,12 +57,32 @@ def parse_json(text: str | bytes) -> Any:
         raise TextError(_unconverted(str(exc))) from None
 
 
+def ascii_int(text: str) -> int | None:
+    """``text`` (surrounding whitespace aside) as a whole number when it is ASCII digits only and no more of them
+    than ``int()`` converts; else None: a sign, ``1_0``, ``²`` (a digit to ``str.isdigit``, not to ``int``),
+    ``١٢`` (Arabic-Indic digits), a number of 5,000 digits.
+
+    >>> [ascii_int(t) for t in (" 042 ", "-1", "1_0", "²", "١٢", "", "9" * 5_000)]
+    [42, None, None, None, None, None, None]
+    """
+    t = text.strip()
+    limit = sys.get_int_max_str_digits() or len(t)  # 0: no limit
+    if not (t.isascii() and t.isdigit()) or len(t) > limit:
+        return None
+    return int(t)
+
+
 def parse_toml(text: str) -> dict[str, Any]:
-    """``tomllib.loads(text)``; too deep a nesting is a ``TOMLDecodeError`` too (without a position)."""
+    """``tomllib.loads(text)``; too deep a nesting and too long an integer are a ``TOMLDecodeError`` too (without
+    a position)."""
     try:
         return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raise
     except RecursionError:
         raise tomllib.TOMLDecodeError(f"{NESTED} to read") from None
+    except ValueError as exc:  # an integer of more digits than int() reads
+        raise tomllib.TOMLDecodeError(_unconverted(str(exc))) from None
 
 
 def _unconverted(message: str) -> str:

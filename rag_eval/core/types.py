@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -337,6 +338,9 @@ def to_candidates(hits: Sequence[KnowledgeSearchHit], channel: str = "dense") ->
     return tuple(Candidates.from_hits(hits, channel))
 
 
+_INT_DIGITS = sys.get_int_max_str_digits() or sys.maxsize  # the most digits int() converts (0: no limit)
+
+
 def hit_order(hit: KnowledgeSearchHit) -> tuple[bool, float, int, int, str]:
     """The total order adapters return hits in: score descending (NaN last, after minus infinity,
     as post-processing orders them), then the row's id
@@ -348,7 +352,7 @@ def hit_order(hit: KnowledgeSearchHit) -> tuple[bool, float, int, int, str]:
     ['x', '9', '10']
     """
     ident = hit.vector_id or hit.id
-    numeric = ident.isascii() and ident.isdigit()
+    numeric = ident.isascii() and ident.isdigit() and len(ident) <= _INT_DIGITS  # longer: not int()'s, a text
     score = hit.score
     nan = score != score
     return (nan, 0.0 if nan else -score, 0 if numeric else 1, int(ident) if numeric else 0, ident)

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rag_eval.core.parsing import ascii_int
+
 
 class How(StrEnum):
     OFFSETS = "offsets"
@@ -45,7 +47,8 @@ def sequence(row: StoredRow) -> tuple[int, int | str]:
     """Where a row sits in its document's order: its chunk index, else its primary key (kind 1)."""
     if row.chunk_index is not None:
         return (0, row.chunk_index)
-    return (1, int(row.pk) if row.pk.isdigit() else row.pk)
+    number = ascii_int(row.pk)
+    return (1, row.pk if number is None else number)
 
 
 REFINE_PASSES = 4
@@ -65,7 +68,7 @@ def placed_elsewhere(
     held = _Held((found[i].doc_id, r) for i, r in placed.items())
     options = {i: [(m, r) for m in ms for r in m.ranges] for i, ms in elsewhere.items()}
     chosen: dict[int, tuple[Match, tuple[int, int]]] = {}
-    order = sorted(elsewhere, key=lambda j: (sequence(rows[j]), j))
+    order = sorted(elsewhere, key=lambda j: (_comparable(sequence(rows[j])), j))
     for i in order:
         chosen[i] = min(options[i], key=lambda o: held.cost(o[0].doc_id, o[1]))
         held.add(chosen[i][0].doc_id, chosen[i][1])
@@ -81,6 +84,12 @@ def placed_elsewhere(
         if not moved:
             break
     return chosen
+
+
+def _comparable(seq: tuple[int, int | str]) -> tuple[int, bool, int, str]:
+    """A sequence as a key that orders numeric primary keys before the others (numbers and texts never compared)."""
+    kind, at = seq
+    return (kind, False, at, "") if isinstance(at, int) else (kind, True, 0, at)
 
 
 class _Held:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
+from rag_eval.core.parsing import ascii_int
 
 DEFAULT_SAMPLE = 1000
 DEFAULT_POSTPROCESS_REPEATS = 5
@@ -83,9 +84,10 @@ class TimingPlan:
                 [ConfigProblem("--latency", f"expected all, off, sample or sample:N, got {quoted(text)}")]
             ) from None
         if size:
-            if plan.mode is not LatencyMode.SAMPLE or not size.isdigit() or int(size) < 1:
+            n = ascii_int(size)
+            if plan.mode is not LatencyMode.SAMPLE or n is None or n < 1:
                 raise ConfigError([ConfigProblem("--latency", f"expected sample:N with N >= 1, got {quoted(text)}")])
-            plan = replace(plan, sample_size=int(size))
+            plan = replace(plan, sample_size=n)
         return plan
 
 

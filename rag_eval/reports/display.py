@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rag_eval.core.parsing import ascii_int
 from rag_eval.metrics.registry import (
     BREAKDOWNS,
     FIXED,
@@ -135,7 +136,7 @@ def order(m: Measure) -> tuple[int, int, int, str]:
     if head in ("chunk", "doc") and m.group == head:
         family, _, cutoff = rest.partition("@")
         known = READING_ORDER.index(family) if family in READING_ORDER else len(READING_ORDER)
-        return group, known, int(cutoff) if cutoff.isdigit() else 0, rest
+        return group, known, ascii_int(cutoff) or 0, rest
     if head == "lost":
         return group, _UNKNOWN, loss_order(rest), rest
     if head == "content_duplicates" and rest.partition(":")[0] in BREAKDOWNS:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rag_eval.core.errors import quoted
-from rag_eval.core.parsing import parse_json
+from rag_eval.core.parsing import ascii_int, parse_json
 from rag_eval.search.milvus.quoting import milvus_string_literal
 
 # what the port's hit carries, and whether a collection must map it
@@ -197,6 +197,6 @@ def as_index(value: Any) -> int | None:
         return value if value >= 0 else None
     if isinstance(value, float) and value.is_integer():
         return int(value) if value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        return ascii_int(value)
     return None

@@ -34,9 +34,17 @@ def refusal(call: object, *args: object, **kwargs: object) -> str:
     return str(caught.value.problems[0])
 
 
-@pytest.mark.parametrize("text", ["0", "-3", "two", "2.5", "1e3", "", " ", "257", "1000000", "+4", "0x10"])
+@pytest.mark.parametrize("text", ["0", "-3", "two", "2.5", "1e3", "", " ", "257", "1000000", "+4", "0x10", "²", "٣",
+                                  "1_0"])  # fmt: skip
 def test_a_bad_worker_count_is_refused_with_its_value(text: str) -> None:
     assert refusal(parse_workers, text) == WORKERS.format(text)
+
+
+def test_a_worker_count_of_five_thousand_digits_is_refused_in_one_short_line() -> None:
+    """More digits than ``int()`` converts: refused like any other count out of range, the value cut short."""
+    text = "9" * 5_000
+    shown = refusal(parse_workers, text)
+    assert shown.startswith("expected a whole number of worker processes from 1 to 256, got '999") and len(shown) < 400
 
 
 @pytest.mark.parametrize(("text", "workers"), [("1", 1), (" 4 ", 4), ("256", 256), ("007", 7), (3, 3)])

@@ -210,6 +210,19 @@ def test_a_crash_never_exits_1(
     assert "Traceback" in err and "ZeroDivisionError" in err and "internal error" in err
 
 
+def test_a_gates_file_whose_alpha_needs_too_many_resamples_is_bad_input_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    two_configs(tmp_path / "run")
+    gates = tmp_path / "tiny-alpha.toml"
+    gates.write_text('[gates]\nalpha = 1e-9\nchecks = ["warn chunk:nDCG@5 drop <= 0.02"]\n', encoding="utf-8")
+    out = tmp_path / "cmp"
+    assert main(["compare", str(tmp_path / "run"), "--gates", str(gates), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "more than the 1,000,000 a comparison draws: raise alpha" in err and str(gates) in err
+    assert not out.exists()
+
+
 def test_gates_of_the_run_are_used_when_none_is_given(tmp_path: Path) -> None:
     two_configs(tmp_path / "run", gates={"checks": ["warn same_doc_multi_chunk_recall drop <= 0.02"]})
     comparison = jobs.compare_runs(tmp_path / "run")

@@ -96,7 +96,9 @@ def test_gates_file_errors_give_the_line(tmp_path: Path) -> None:
 
     cases = {
         "[gates]\nalpha = 1.5\n": (2, "alpha must be within"),
-        "[gates]\nresamples = 10\n": (2, "resamples must be >= 99"),
+        "[gates]\nresamples = 10\n": (2, r"resamples must be within \[99, 1,000,000\], got 10"),
+        "[gates]\nresamples = 1000001\n": (2, r"resamples must be within \[99, 1,000,000\]"),
+        "[gates]\nresamples = 1000000000000\n": (2, r"resamples must be within \[99, 1,000,000\]"),
         "[gates]\npower = true\n": (2, "power must be a number"),
         "[gates]\ncolour = 1\n": (2, "unknown key 'colour'"),
         "[gates]\nrule = 'estimate'\n": (2, "rule must be one of threshold, zero, got 'estimate'"),
@@ -114,6 +116,21 @@ def test_gates_file_errors_give_the_line(tmp_path: Path) -> None:
         assert err.value.line == line, text
     with pytest.raises(GatesError, match="cannot read"):
         load_gates(tmp_path / "missing.toml")
+
+
+def test_a_comparison_that_would_draw_over_a_million_resamples_is_refused(tmp_path: Path) -> None:
+    """Holm's first step needs 2 / (resamples + 1) <= alpha / (2 x tests): a tiny alpha over many tested numbers
+    would draw for days; the largest allowed resamples and an alpha that needs no more than that are accepted."""
+    assert load_gates(write(tmp_path, "[gates]\nresamples = 1000000\n")).resamples_for(244) == 1_000_000
+    gates = load_gates(write(tmp_path, "[gates]\nalpha = 0.001\n"))
+    assert gates.resamples_for(244) == 975_999 and gates.resamples_for(250) == 999_999
+    with pytest.raises(GatesError) as err:
+        gates.resamples_for(251)
+    assert str(err.value).startswith(f"{tmp_path / 'gates.toml'}: alpha 0.001 over 251 tested numbers needs 1,003,999")
+    assert err.value.exit_code == 2 and "raise alpha" in str(err.value)
+    tiny = load_gates(write(tmp_path, "[gates]\nalpha = 1e-9\n"))
+    with pytest.raises(GatesError, match="needs 975,999,999,999 resamples"):
+        tiny.resamples_for(244)
 
 
 def test_shipped_gates_and_named_files(tmp_path: Path) -> None:

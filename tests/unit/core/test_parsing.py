@@ -200,3 +200,66 @@ def test_a_quoted_data_sets_query_file_and_front_matter_nested_too_deeply_are_pr
     problems = []
     assert parse_doc(doc, problems) is None
     assert len(problems) == 1 and NESTED in problems[0].message
+
+
+# -- numbers written as text: ASCII digits only, and never more than int() converts --------------------------------
+
+
+def test_ascii_int_reads_plain_digits_only() -> None:
+    from rag_eval.core.parsing import ascii_int
+
+    assert [ascii_int(t) for t in ("0", " 007 ", "4300" * 1, "9" * 4_300)] == [0, 7, 4300, int("9" * 4_300)]
+    assert [ascii_int(t) for t in ("", " ", "-1", "+1", "1.0", "1_0", "1e3", "²", "١٢", "0x10", BIG)] == [None] * 11
+
+
+def test_a_properties_integer_of_five_thousand_digits_is_out_of_range_not_a_crash() -> None:
+    from rag_eval.core.config import RagConfig
+
+    for text in (BIG, "-" + BIG, "0" * 5_000 + "7"):
+        problems = None
+        try:
+            config = RagConfig.from_mapping({"rag.retrieve-k": text})
+        except ConfigError as exc:
+            problems = [str(p) for p in exc.problems]
+        else:
+            assert text.endswith("7") and config.retrieve_k == 7  # leading zeros: Java reads 7
+            continue
+        assert len(problems) == 1 and "outside the 32-bit integer range" in problems[0] and "(5,00" in problems[0]
+
+
+def test_hits_with_ids_longer_than_int_converts_are_ordered_as_text_after_the_numbers() -> None:
+    from rag_eval.core.types import KnowledgeSearchHit, hit_order
+
+    ids = ["10", "9", BIG, "x", "9" * 4_300]
+    hits = [KnowledgeSearchHit(id=i, content="", score=0.5) for i in ids]
+    assert [h.id for h in sorted(hits, key=hit_order)] == ["9", "10", "9" * 4_300, BIG, "x"]
+
+
+def test_a_stored_index_as_text_is_read_from_plain_digits_only() -> None:
+    from rag_eval.search.milvus.fields import as_index
+
+    assert [as_index(v) for v in ("12", " 3 ", "²", "١٢", BIG, "-1", 4, -4, 2.0, True)] == [
+        12, 3, None, None, None, None, 4, None, 2, None]  # fmt: skip
+
+
+def test_a_latency_sample_size_that_is_not_plain_digits_is_refused() -> None:
+    from rag_eval.experiment.latency import TimingPlan
+
+    assert TimingPlan.parse("sample:25").sample_size == 25
+    for size in ("²", "١٢", BIG, "0", "-3"):
+        with pytest.raises(ConfigError, match="expected sample:N with N >= 1"):
+            TimingPlan.parse(f"sample:{size}")
+
+
+def test_rows_of_one_document_with_numeric_and_other_primary_keys_are_placed_without_comparing_them() -> None:
+    """Rows without a chunk index sit in their document by primary key: numeric keys (in number order) before
+    the others (in text order); a collection whose text keys are partly digits must not compare a number to a
+    text, and a key of 5,000 digits is a text."""
+    from rag_eval.datasets.placement import How, Match, StoredRow, placed_elsewhere, sequence
+
+    rows = [StoredRow(pk=pk, doc_id="d", text="abc") for pk in ("12", "doc-a", "9", BIG, "²")]
+    assert [sequence(r) for r in rows] == [(1, 12), (1, "doc-a"), (1, 9), (1, BIG), (1, "²")]
+    elsewhere = {i: [Match(doc_id="e", ranges=[(0, 3), (10, 13)], how=How.EXACT)] for i in range(len(rows))}
+    chosen = placed_elsewhere(rows, elsewhere, {}, {})
+    assert sorted(chosen) == list(range(len(rows)))
+    assert {r for _, r in chosen.values()} <= {(0, 3), (10, 13)}
