@@ -51,6 +51,23 @@ def replaced(path: str | Path, *, sync: bool = True) -> Iterator[Path]:
         raise
 
 
+@contextmanager
+def held(directory: Path, *, make: bool = True) -> Iterator[None]:
+    """An exclusive ``flock`` on ``directory`` (made when missing, unless not ``make``), waited for, for the block:
+    what two ``accept``, two history appends or two label imports into one data set at once take turns on (no
+    lock file is left beside them). The lock goes with its holder, killed or not."""
+    import fcntl
+
+    if make:
+        directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def name_length_problem(kind: str, name: str, template: str, shown: str) -> str | None:
     """Why ``name`` (of a ``kind``: config, split, ...) is too long for the longest file name made of it,
     ``template`` (``{}`` the name; ``shown`` says where that file is), or None: it must fit in

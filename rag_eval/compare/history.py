@@ -22,8 +22,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ import pyarrow.parquet as pq
 
 from rag_eval.compare.runs import ComparedRun
 from rag_eval.core.errors import ConfigError, ConfigProblem, ReportInputError, RunDirectoryError, RunStoreError, quoted
-from rag_eval.files import write_json, write_parquet
+from rag_eval.files import held, write_json, write_parquet
 from rag_eval.metrics.measures import summary_frame
 from rag_eval.rundir.directory import MARKER, recorded_digests
 from rag_eval.rundir.folders import ACCEPTED, HISTORY
@@ -118,22 +117,6 @@ def append_history(run: ComparedRun, *, exit_code: int | None, path: str | Path 
     except OSError as exc:
         raise RunStoreError(f"cannot write the history: {exc.strerror}", path=str(path)) from exc
     return rows
-
-
-@contextmanager
-def held(directory: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``directory`` (made when missing), waited for, for the block: what two
-    ``accept`` or two history appends at once take turns on (no lock file is left beside them). The lock
-    goes with its holder, killed or not."""
-    import fcntl
-
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def trend(

@@ -17,11 +17,13 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from rag_eval.core.errors import DatasetError, quoted
 from rag_eval.datasets.beir import Document, Query, load_beir, load_documents_and_queries, split_problem
+from rag_eval.files import held
 from rag_eval.traffic.marks import MarkedQuery, json_line, normalise_query, read_marked
 
 QRELS_HEADER = "query-id\tcorpus-id\tscore\n"
@@ -153,34 +155,35 @@ def import_labels(marked: str | Path, dataset_dir: str | Path, *, split: str = "
     (see the module docstring). Raises :class:`DatasetError` naming the file, line and field of the first problem;
     nothing is written then."""
     root, path = Path(dataset_dir), Path(marked)
-    known = _existing(root, split)
-    queries = read_marked(path, known.documents)
-    texts = {normalise_query(q.text): qid for qid, q in known.queries.items()}
-    added: list[MarkedQuery] = []
-    present: set[str] = set()  # of ``added``: in queries.jsonl already
-    skipped: list[str] = []
-    waiting: list[str] = []
-    for query in queries:
-        standing = _standing(query, known, texts, path) if query.fully_marked else "waiting"
-        if standing == "waiting":
-            waiting.append(query.query_id)
-        elif standing == "same":
-            skipped.append(query.query_id)
-        else:
-            added.append(query)
-            if standing == "unlabelled":
-                present.add(query.query_id)
-    if added:
-        _write(root, split, added, present)
-    return ImportResult(
-        added=tuple(q.query_id for q in added),
-        nothing_relevant=tuple(q.query_id for q in added if not q.spans()),
-        span_qrels=sum(len(q.spans()) for q in added),
-        document_qrels=sum(len(q.document_grades()) for q in added),
-        skipped=tuple(skipped),
-        not_fully_marked=tuple(waiting),
-        unplaced=sum(1 for q in added for c in q.chunks if c.doc_id is None),
-    )
+    with held(root, make=False) if root.is_dir() else nullcontext():  # two imports at once take turns
+        known = _existing(root, split)
+        queries = read_marked(path, known.documents)
+        texts = {normalise_query(q.text): qid for qid, q in known.queries.items()}
+        added: list[MarkedQuery] = []
+        present: set[str] = set()  # of ``added``: in queries.jsonl already
+        skipped: list[str] = []
+        waiting: list[str] = []
+        for query in queries:
+            standing = _standing(query, known, texts, path) if query.fully_marked else "waiting"
+            if standing == "waiting":
+                waiting.append(query.query_id)
+            elif standing == "same":
+                skipped.append(query.query_id)
+            else:
+                added.append(query)
+                if standing == "unlabelled":
+                    present.add(query.query_id)
+        if added:
+            _write(root, split, added, present)
+        return ImportResult(
+            added=tuple(q.query_id for q in added),
+            nothing_relevant=tuple(q.query_id for q in added if not q.spans()),
+            span_qrels=sum(len(q.spans()) for q in added),
+            document_qrels=sum(len(q.document_grades()) for q in added),
+            skipped=tuple(skipped),
+            not_fully_marked=tuple(waiting),
+            unplaced=sum(1 for q in added for c in q.chunks if c.doc_id is None),
+        )
 
 
 def _lines(added: Sequence[MarkedQuery], present: Collection[str]) -> tuple[str, str, str]:

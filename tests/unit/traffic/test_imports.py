@@ -182,3 +182,45 @@ def test_line_separators_in_a_query_stay_inside_its_json_line(kb: Path, tmp_path
     last = (kb / "queries.jsonl").read_text(encoding="utf-8").split("\n")[-3]
     assert "\u2028" not in last and "\\u2028" in last
     assert load_beir(kb).queries["t-lag"].text == "replica lag\u2028after the backup\u2029job"
+
+
+def test_two_imports_into_one_data_set_at_once_take_turns_and_both_land(
+    kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each import reads the data set, then replaces its files: two at once, unlocked, the second's replace
+    dropped the first's queries. The second now waits for the first (a lock on the data set's directory, no
+    file left beside it) and reads what the first wrote."""
+    import threading
+
+    from rag_eval.traffic import imports
+
+    first = marked_file(tmp_path)
+    second = write_lines(tmp_path / "second.jsonl", [
+        {**row, "query_id": f"{row['query_id']}-2", "query": f"{row['query']} once more"} for row in read_lines(first)
+    ])  # fmt: skip
+    writing, go = threading.Event(), threading.Event()
+    write = imports._write
+
+    def held_up(*args: object) -> None:  # the first import stops between reading and writing, until told
+        if not writing.is_set():
+            writing.set()
+            assert go.wait(30)
+        write(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(imports, "_write", held_up)
+    results: dict[str, object] = {}
+    a = threading.Thread(target=lambda: results.setdefault("first", import_labels(first, kb, split="test")))
+    b = threading.Thread(target=lambda: results.setdefault("second", import_labels(second, kb, split="test")))
+    a.start()
+    assert writing.wait(30)
+    b.start()
+    b.join(0.5)
+    assert b.is_alive()  # waiting for the first import to end
+    go.set()
+    a.join(30)
+    b.join(30)
+    assert set(results) == {"first", "second"}
+    data = load_beir(kb, "test")
+    assert {"t-lag", "t-none", "t-lag-2", "t-none-2"} <= set(data.queries) and len(data.queries) == 264 + 4
+    assert {q.query_id for q in data.qrels} >= {"t-lag", "t-lag-2"}
+    assert not [p.name for p in kb.iterdir() if p.name.startswith(".")]  # no lock file, no staging left
