@@ -228,9 +228,10 @@ def read_traffic(t: TableReader) -> Fields:
     fmt = t.get("format", str)
     texts = {key: t.get(key, str) for key in ("text", "id", "category")}
     sample, max_chars = t.get("sample", int), t.get("max_chars", int, 4096)
+    text = "query" if texts["text"] is None else texts["text"]  # given blank: refused, never the default
     spec = TrafficSpec(
-        path=path.resolve() if path is not None else t.base, format=fmt, text=texts["text"] or "query",
-        id=texts["id"], category=texts["category"], sample=sample, seed=t.get("seed", int, 0), max_chars=max_chars,
+        path=path.resolve() if path is not None else t.base, format=fmt, text=text, id=texts["id"],
+        category=texts["category"], sample=sample, seed=t.get("seed", int, 0), max_chars=max_chars,
         show_text=t.get("show_text", bool, True),
     )  # fmt: skip
     return {"traffic": spec}

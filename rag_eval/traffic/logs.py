@@ -125,6 +125,9 @@ def spec_problems(spec: TrafficSpec) -> tuple[ConfigProblem, ...]:
         value = getattr(spec, key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             problems.append(ConfigProblem(f"traffic.{key}", f"{quoted(value)} is not a field name"))
+    if spec.category is not None and spec.category == spec.text:
+        problems.append(ConfigProblem("traffic.category", f"{quoted(spec.category)} is the text field: each request "
+                                      "would be filtered by its own query"))  # fmt: skip
     sample = spec.sample
     if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or not 0 < sample <= MAX_SAMPLE):
         problems.append(ConfigProblem("traffic.sample", f"{quoted(sample)} is not a whole number 1..{MAX_SAMPLE:,}"))

@@ -23,6 +23,7 @@ from rag_eval.experiment.tables import (
     read_metrics,
     read_milvus,
     read_timing,
+    read_traffic,
 )
 from rag_eval.search.milvus.schema import IndexSpec
 
@@ -130,3 +131,16 @@ def test_gates_and_load_absent_or_read_whole() -> None:
     assert fields == {"load": LoadSettings(rounds=2, duration_s=2.0)} and problems == []
     _, problems = read(read_load, {"rounds": 1}, "load")
     assert problems == ["must be within 2..20 (two or more windows give the spread a gate needs), got 1 @ load.rounds"]
+
+
+def test_traffic_text_missing_is_query_and_given_blank_is_refused_not_the_default() -> None:
+    from rag_eval.traffic.logs import spec_problems
+
+    fields, problems = read(read_traffic, {"path": "log.jsonl"}, "traffic")
+    assert fields["traffic"].text == "query" and problems == [] and not spec_problems(fields["traffic"])
+    for blank in ("", "  "):
+        fields, problems = read(read_traffic, {"path": "log.jsonl", "text": blank}, "traffic")
+        assert [p.key for p in spec_problems(fields["traffic"])] == ["traffic.text"], blank
+    fields, _ = read(read_traffic, {"path": "log.jsonl", "text": "q", "category": "q"}, "traffic")
+    assert [str(p) for p in spec_problems(fields["traffic"])] == [
+        "'q' is the text field: each request would be filtered by its own query @ traffic.category"]  # fmt: skip
