@@ -25,7 +25,7 @@ from rag_eval.core.errors import (
     UnsupportedFeatureError,
 )
 from rag_eval.core.types import KnowledgeSearchRequest
-from rag_eval.search.milvus import ChunkRow, IndexSpec, MilvusSearch, MilvusStore, errors
+from rag_eval.search.milvus import DEFAULT_TIMEOUT, ChunkRow, IndexSpec, MilvusSearch, MilvusStore, errors
 from tests.milvus_target import target
 
 DIM = 4
@@ -212,7 +212,10 @@ def test_a_configured_timeout_bounds_the_wait(silent_port: int) -> None:
         t0 = time.monotonic()
         with pytest.raises(SearchUnavailableError, match=f"within {timeout:g} s"):
             MilvusStore(target(f"http://127.0.0.1:{silent_port}", "x", timeout=timeout))
-        assert time.monotonic() - t0 < timeout + 0.5
+        elapsed = time.monotonic() - t0
+        # waited for the configured timeout, not for the default's 8 s; the upper slack is for a loaded 2-core
+        # machine (a CI run beside other work waited 3.03 s for 2.5 s), the lower bound is not moved by load
+        assert timeout - 0.25 <= elapsed < min(timeout + 2.0, DEFAULT_TIMEOUT - 1.0), (timeout, elapsed)
 
 
 @pytest.mark.milvus_server
