@@ -29,6 +29,8 @@ import tomllib
 from typing import Any
 
 NESTED = "nested too deeply"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # how a surrogate is written in JSON text
 
 
 class TextError(ValueError):
@@ -45,16 +47,49 @@ class TextError(ValueError):
         return self.reason if self.column is None else f"{self.reason} at column {self.column}"
 
 
-def parse_json(text: str | bytes) -> Any:
-    """``json.loads(text)``, or :class:`TextError` for malformed text, too deep a nesting, or too long a number."""
+def parse_json(text: str | bytes, *, unicode: bool = False) -> Any:
+    """``json.loads(text)``, or :class:`TextError` for malformed text, too deep a nesting, or too long a number;
+    with ``unicode``, also for a string holding a lone surrogate (``"\\ud800"`` without its pair: JSON spells it,
+    but it is not Unicode text, and no file, Arrow column or server takes it)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TextError(exc.msg, exc.lineno, exc.colno) from None
     except RecursionError:
         raise TextError(NESTED) from None
     except ValueError as exc:  # well formed, not convertible: an integer of more digits than int() reads
         raise TextError(_unconverted(str(exc))) from None
+    if unicode and _ESCAPED_SURROGATE.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        lone = lone_surrogate(value)
+        if lone is not None:
+            raise TextError(f"a lone surrogate (\\u{ord(lone):04x}) is not Unicode text")
+    return value
+
+
+def unicode_text(text: str) -> bool:
+    """Whether ``text`` is Unicode text, that is has no lone surrogate (only JSON's escapes make one).
+
+    >>> unicode_text("café 😀"), unicode_text("a\\ud800")
+    (True, False)
+    """
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
+def lone_surrogate(value: object) -> str | None:
+    """The first lone surrogate in a parsed JSON value's strings (keys too), walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found = None if item.isascii() else _SURROGATE.search(item)
+            if found is not None:
+                return found.group()
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def ascii_int(text: str) -> int | None:

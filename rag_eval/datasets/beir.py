@@ -153,7 +153,7 @@ def _jsonl(path: Path, digest: Any, problems: _Problems, kind: str) -> Iterator[
         if not line.strip():
             continue
         try:
-            obj = parse_json(line)
+            obj = parse_json(line, unicode=True)
         except TextError as exc:
             problems.add(f"bad JSON ({exc.in_line})", path=path, line=n)
             continue

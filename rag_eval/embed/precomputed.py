@@ -57,7 +57,7 @@ def _jsonl(path: Path) -> tuple[str, dict[str, list[float]]]:
         if not line.strip():
             continue
         try:
-            obj = parse_json(line)
+            obj = parse_json(line, unicode=True)
         except ValueError as exc:
             raise DatasetError(f"not JSON ({exc.args[0]})", path=str(path), line=n) from exc
         keys = [k for k in ("id", "text") if isinstance(obj, dict) and k in obj]

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 
 from rag_eval.core.errors import ServiceError
-from rag_eval.core.parsing import TextError, parse_json
+from rag_eval.core.parsing import TextError, lone_surrogate, parse_json
 from rag_eval.experiment.model import ServiceSpec
 
 TOOL = "lookup_knowledge"
@@ -47,6 +47,8 @@ def check_payload(value: Any) -> str | None:
     """
     if not isinstance(value, Mapping):
         return f"not a JSON object (a {type(value).__name__})"
+    if (lone := lone_surrogate(value)) is not None:
+        return f"holds a lone surrogate (\\u{ord(lone):04x}), which is not Unicode text"
     evidence = value.get("evidence")
     if not isinstance(evidence, list):
         return "no evidence list"

@@ -161,7 +161,7 @@ def read_marked(path: Path, documents: Mapping[str, Document]) -> tuple[MarkedQu
         if not line.strip():
             continue
         try:
-            obj = parse_json(line)
+            obj = parse_json(line, unicode=True)
         except TextError as exc:
             problems.add(f"bad JSON ({exc.in_line})", n)
             continue

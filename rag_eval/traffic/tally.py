@@ -22,6 +22,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from rag_eval.core.parsing import unicode_text
+
 MAX_ID_CHARS: Final = 200  # a log's id longer than this is replaced by the hash id
 MAX_SAMPLE: Final = 10_000_000  # the largest sample a [traffic] table may ask for
 
@@ -116,6 +118,8 @@ def category_of(value: object) -> str | Missing | None:
     if not isinstance(value, str | int | float | bool):
         return MISSING
     text = str(value)
+    if not unicode_text(text):  # a lone surrogate (a JSON escape): no filter can hold it
+        return MISSING
     return text if text.strip() else None
 
 
@@ -174,7 +178,7 @@ class Tally:
         if text is MISSING:
             return self.skip(MISSING_FIELD)
         self.seen["text"] = True
-        if not isinstance(text, str):
+        if not isinstance(text, str) or not unicode_text(text):  # a lone surrogate (a JSON escape) is not text
             return self.skip(NOT_TEXT)
         if len(text) > self.max_chars:
             return self.skip(OVER_LONG)

@@ -263,3 +263,79 @@ def test_rows_of_one_document_with_numeric_and_other_primary_keys_are_placed_wit
     chosen = placed_elsewhere(rows, elsewhere, {}, {})
     assert sorted(chosen) == list(range(len(rows)))
     assert {r for _, r in chosen.values()} <= {(0, 3), (10, 13)}
+
+
+# -- lone surrogates: JSON spells them ("\ud800" without its pair), but they are not Unicode text ---------------
+
+LONE = '"lone \\ud800 half"'  # as JSON text
+PAIR = '"pair \\ud83d\\ude00 whole"'
+
+
+def test_a_lone_surrogate_is_refused_only_when_asked_and_a_pair_is_text() -> None:
+    from rag_eval.core.parsing import lone_surrogate, unicode_text
+
+    assert parse_json(PAIR, unicode=True) == "pair 😀 whole"
+    assert parse_json(LONE) == "lone \ud800 half" and not unicode_text(parse_json(LONE))
+    for text in (LONE, '{"k": [1, {"x\\uDC00": 2}]}', "[" * 500 + LONE + "]" * 500):
+        with pytest.raises(TextError, match=r"a lone surrogate \(\\ud[8c]00\) is not Unicode text"):
+            parse_json(text, unicode=True)
+    assert lone_surrogate({"a": ["ok", {"b": "\udfff"}]}) == "\udfff" and lone_surrogate({"a": "é😀"}) is None
+
+
+def test_a_query_logs_lone_surrogate_texts_are_skipped_as_not_text_and_categories_as_bad(tmp_path: Path) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    path = tmp_path / "log.jsonl"
+    path.write_text(
+        f'{{"query": {LONE}, "id": "1"}}\n{{"query": {PAIR}, "id": "2"}}\n'
+        f'{{"query": "fine", "id": {LONE}}}\n{{"query": "filtered", "cat": {LONE}}}\n',
+        encoding="utf-8",
+    )
+    traffic = read_traffic(TrafficSpec(path=path, id="id", category="cat"))
+    assert [q.text for q in traffic.queries] == ["pair 😀 whole", "fine"]
+    assert traffic.queries[1].id.startswith("q-")  # an id that is not text: the hash id
+    assert (traffic.skipped["not text"], traffic.skipped["category not a scalar"]) == (1, 1)
+
+
+def test_a_traces_lone_surrogate_query_is_skipped_as_not_text(tmp_path: Path) -> None:
+    from rag_eval.traffic.logs import TrafficSpec, read_traffic
+
+    def span(span_id: str, query: str) -> dict[str, object]:
+        attrs = {"openinference.span.kind": "RETRIEVER", "input.value": query}
+        return {"traceId": "t" * 32, "spanId": span_id, "name": "retrieve",
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}  # fmt: skip
+
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [span("a" * 16, "x"), span("b" * 16, "ok query")]}]}]}
+    text = json.dumps(export).replace('"x"', LONE)
+    path = tmp_path / "traces.otlp.jsonl"
+    path.write_text(text + "\n", encoding="utf-8")
+    traffic = read_traffic(TrafficSpec(path=path))
+    assert [q.text for q in traffic.queries] == ["ok query"] and traffic.skipped["not text"] == 1
+
+
+def test_files_read_as_data_refuse_a_lone_surrogate_naming_the_line(tmp_path: Path) -> None:
+    import hashlib
+
+    from rag_eval.datasets.beir import _Problems, read_documents
+    from rag_eval.embed.precomputed import read_query_vectors
+    from rag_eval.traffic.marks import read_marked
+
+    marked = tmp_path / "marked.jsonl"
+    marked.write_text(f'{{"query_id": "t-1", "query": {LONE}, "chunks": []}}\n', encoding="utf-8")
+    _refused(DatasetError, lambda: read_marked(marked, {}), f"{marked}:1", "not Unicode text")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(f'{{"_id": "d1", "text": "x"}}\n{{"_id": "d2", "text": {LONE}}}\n', encoding="utf-8")
+    problems = _Problems()
+    read_documents(corpus, hashlib.sha256(), problems)
+    assert [(p.line, "not Unicode text" in str(p)) for p in problems.items] == [(2, True)]
+    vectors = tmp_path / "queries.jsonl"
+    vectors.write_text(f'{{"id": "q1", "vector": [0.5]}}\n{{"id": {LONE}, "vector": [0.5]}}\n', encoding="utf-8")
+    _refused(DatasetError, lambda: read_query_vectors(vectors), f"{vectors}:2", "not Unicode text")
+
+
+def test_a_services_payload_with_a_lone_surrogate_is_not_a_payload() -> None:
+    from rag_eval.replay.service import check_payload
+
+    payload = {"query": "q", "evidence": [{"document_id": "d#chunk-0", "content": "x\ud800"}]}
+    assert check_payload(payload) == "holds a lone surrogate (\\ud800), which is not Unicode text"
+    assert check_payload({**payload, "evidence": [{"document_id": "d#chunk-0", "content": "é😀"}]}) is None
