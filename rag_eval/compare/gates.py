@@ -34,7 +34,7 @@ from rag_eval.compare.stats import (
     required_resamples,
 )
 from rag_eval.core.errors import GatesError, quoted
-from rag_eval.core.parsing import parse_toml
+from rag_eval.core.parsing import check_regular, parse_toml
 from rag_eval.experiment import Experiment
 from rag_eval.metrics.registry import SERVICE
 
@@ -226,6 +226,7 @@ def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
     if text_ref in SHIPPED and not path.is_file():
         path = shipped_path(text_ref)
     try:
+        check_regular(path)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         close = difflib.get_close_matches(text_ref, SHIPPED, n=1)
@@ -236,6 +237,8 @@ def load_gates(ref: str | Path, *, base: Path | None = None) -> GateSet:
         ) from exc
     except OSError as exc:
         raise GatesError(f"cannot read the gates file: {exc.strerror}", path=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise GatesError(f"not UTF-8 ({exc.reason} at byte {exc.start:,})", path=str(path)) from exc
     try:
         table = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
@@ -349,8 +352,9 @@ def experiment_gates(table: Mapping[str, Any] | None, *, source: str | None) -> 
     text = ""
     if source:
         try:
+            check_regular(Path(source))
             text = Path(source).read_text(encoding="utf-8")
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             text = ""  # only used to find line numbers
     base = Path(source).parent if source else Path.cwd()
     return gates_from_table(table, path=path, text=text, base=base)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written, quoted
-from rag_eval.core.parsing import parse_toml
+from rag_eval.core.parsing import check_regular, parse_toml
 
 DEFAULT_RETRIEVE_K = 20
 DEFAULT_RETURN_N = 5
@@ -213,6 +213,7 @@ class RagConfig:
         would misread (:func:`encoding_problem`)."""
         p = Path(path)
         try:
+            check_regular(p)
             data = p.read_bytes()
         except OSError as exc:
             raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(p)) from exc

@@ -22,13 +22,17 @@ a number of 5,000 digits, more than the 4,300 a reader converts None None
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import stat
 import sys
 import tomllib
+from pathlib import Path
 from typing import Any
 
 NESTED = "nested too deeply"
+SETTINGS_BYTES = 16 * 1024 * 1024  # the most a settings file (experiment, config, gates, serve) may hold
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # how a surrogate is written in JSON text
 
@@ -45,6 +49,17 @@ class TextError(ValueError):
     def in_line(self) -> str:
         """The reason, with the column where the parser gives one (for a message that names the line itself)."""
         return self.reason if self.column is None else f"{self.reason} at column {self.column}"
+
+
+def check_regular(path: Path, *, limit: int | None = SETTINGS_BYTES) -> None:
+    """Refuse, before a byte is read, what is not a regular file of at most ``limit`` bytes, as an ``OSError``
+    whose ``strerror`` says why (callers report their read errors by it): ``/dev/zero`` named as a config was read
+    into memory until the process was killed, a pipe blocks, and a settings file of gigabytes is not one."""
+    st = path.stat()  # not there, not allowed: the OSError as it is
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    if limit is not None and st.st_size > limit:
+        raise OSError(errno.EFBIG, f"{st.st_size:,} bytes, more than the {limit:,} a settings file may hold", str(path))
 
 
 def parse_json(text: str | bytes, *, unicode: bool = False) -> Any:

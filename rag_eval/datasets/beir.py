@@ -133,6 +133,13 @@ class _Problems:
         )
 
 
+def _check_file(path: Path) -> None:
+    """Refuse a data set file that is not there, or is there but not a regular file (a directory, a pipe, a
+    device such as ``/dev/zero``, which would be read for ever)."""
+    if not path.is_file():
+        raise DatasetError("missing file" if not path.exists() else "not a regular file", path=str(path))
+
+
 def _lines(path: Path, digest: Any) -> Iterator[tuple[int, str]]:
     """(1-based line number, line) pairs; feeds the checksum with the raw bytes."""
     try:
@@ -367,8 +374,7 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     corpus_path = root / "corpus.jsonl"
     queries_path = root / "queries.jsonl"
     for required in (corpus_path, queries_path):
-        if not required.is_file():
-            raise DatasetError("missing file", path=str(required))
+        _check_file(required)
     docs = read_documents(corpus_path, digest, problems)
     queries = read_queries(queries_path, digest, problems)
     problems.raise_if_any()
@@ -377,6 +383,9 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
             raise DatasetError(f"holds no {what} (an empty data set cannot be evaluated)", path=str(where))
 
     tsv = root / "qrels" / f"{split}.tsv"
+    for ext in (".tsv", ".trec", ".qrels", ".spans.tsv"):  # there but unreadable: never taken for "no labels"
+        if (label_file := root / "qrels" / f"{split}{ext}").exists() and not label_file.is_file():
+            _check_file(label_file)
     trec = next(
         (
             root / "qrels" / f"{split}{ext}"
@@ -424,8 +433,7 @@ def load_documents_and_queries(path: str | Path) -> tuple[dict[str, Document], d
     root = Path(path)
     digest, problems = hashlib.sha256(), _Problems()
     for name in ("corpus.jsonl", "queries.jsonl"):
-        if not (root / name).is_file():
-            raise DatasetError("missing file", path=str(root / name))
+        _check_file(root / name)
     docs = read_documents(root / "corpus.jsonl", digest, problems)
     queries = read_queries(root / "queries.jsonl", digest, problems)
     problems.raise_if_any()

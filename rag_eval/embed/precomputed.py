@@ -27,7 +27,11 @@ SHOWN = 5  # ids named when queries have no vector
 
 
 def read_query_vectors(path: Path) -> tuple[str, dict[str, list[float]]]:
-    """("id" or "text", key -> vector) of a Parquet or JSONL file."""
+    """("id" or "text", key -> vector) of a Parquet or JSONL file (a regular file: a device would be read for
+    ever, a pipe would block)."""
+    if not path.is_file():
+        raise DatasetError("cannot read query vectors: " + ("no such file" if not path.exists() else
+                                                             "not a regular file"), path=str(path))  # fmt: skip
     if path.suffix.lower() == ".parquet":
         return _parquet(path)
     return _jsonl(path)

@@ -19,7 +19,7 @@ from typing import Any
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, as_written
-from rag_eval.core.parsing import parse_toml
+from rag_eval.core.parsing import check_regular, parse_toml
 from rag_eval.experiment.checks import check_experiment, path_problem, raise_problems, retrieve_k_problem
 from rag_eval.experiment.configs_table import read_configs
 from rag_eval.experiment.model import Experiment, default_profile
@@ -35,9 +35,12 @@ def load_experiment(path: str | Path) -> Experiment:
     if why := path_problem(str(p)):
         raise ConfigError([ConfigProblem("(file)", f"cannot read: {why}")], path=repr(str(p)))
     try:
+        check_regular(p)
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(p)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([ConfigProblem("(file)", _not_utf8(exc))], path=str(p)) from exc
     try:
         table = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:
@@ -115,8 +118,15 @@ def is_experiment_text(text: str) -> bool:
 def _read_text(path: Path, *, strict: bool = True) -> str:
     """The file's text; ``strict=False``: undecodable bytes replaced, an unreadable file read as empty."""
     try:
+        check_regular(path)
         return path.read_text(encoding="utf-8", errors="strict" if strict else "replace")
     except OSError as exc:
         if not strict:
             return ""
         raise ConfigError([ConfigProblem("(file)", f"cannot read: {exc.strerror}")], path=str(path)) from exc
+    except UnicodeDecodeError as exc:  # strict only
+        raise ConfigError([ConfigProblem("(file)", _not_utf8(exc))], path=str(path)) from exc
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 ({exc.reason} at byte {exc.start:,})"

@@ -23,7 +23,7 @@ from typing import Any
 
 from rag_eval.core.config import RagConfig
 from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
-from rag_eval.core.parsing import parse_toml
+from rag_eval.core.parsing import check_regular, parse_toml
 from rag_eval.core.types import SearchMode
 from rag_eval.embed.providers import EmbedSettings, settings_problems
 from rag_eval.experiment.section import TableReader
@@ -150,9 +150,13 @@ def load_serve_file(path: str | Path) -> ServeSettings:
     """The settings of a serve TOML file (exit 2 naming the file when it cannot be read)."""
     p = Path(path)
     try:
+        check_regular(p)
         text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([ConfigProblem("(file)", f"cannot read it: {exc}")], path=str(p)) from exc
+    except OSError as exc:
+        raise ConfigError([ConfigProblem("(file)", f"cannot read it: {exc.strerror}")], path=str(p)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([ConfigProblem("(file)", f"not UTF-8 ({exc.reason} at byte {exc.start:,})")],
+                          path=str(p)) from exc  # fmt: skip
     try:
         table = parse_toml(text)
     except tomllib.TOMLDecodeError as exc:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_eval.core.errors import DatasetError, quoted
+from rag_eval.core.parsing import check_regular
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
@@ -77,6 +78,7 @@ def toml_error_text(exc: tomllib.TOMLDecodeError) -> str:
 def read_text(path: Path, problems: list[Problem]) -> str | None:
     """A source file's text (None, and a problem, when it cannot be read as UTF-8)."""
     try:
+        check_regular(path, limit=None)  # a device would be read for ever, a pipe would block
         # universal newlines: CRLF sources build the same bytes as LF sources
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:

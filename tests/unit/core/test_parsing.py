@@ -339,3 +339,83 @@ def test_a_services_payload_with_a_lone_surrogate_is_not_a_payload() -> None:
     payload = {"query": "q", "evidence": [{"document_id": "d#chunk-0", "content": "x\ud800"}]}
     assert check_payload(payload) == "holds a lone surrogate (\\ud800), which is not Unicode text"
     assert check_payload({**payload, "evidence": [{"document_id": "d#chunk-0", "content": "é😀"}]}) is None
+
+
+@pytest.mark.parametrize("kind", ["missing", "a directory", "a device", "a pipe"])
+def test_a_query_vector_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    """``/dev/zero`` was read into memory for ever and a pipe blocked: both are refused before a byte is read."""
+    import os
+
+    from rag_eval.embed.precomputed import read_query_vectors
+
+    path = tmp_path / "queries.jsonl"
+    if kind == "a directory":
+        path.mkdir()
+    elif kind == "a device":
+        path.symlink_to("/dev/zero")
+    elif kind == "a pipe":
+        os.mkfifo(path)
+    why = "no such file" if kind == "missing" else "not a regular file"
+    _refused(DatasetError, lambda: read_query_vectors(path), str(path), f"cannot read query vectors: {why}")
+
+
+# -- settings files: a regular file of at most 16 MiB, in UTF-8 ------------------------------------------------
+
+
+def _settings_readers() -> dict[str, tuple[type[Exception], object]]:
+    from rag_eval.compare.gates import GatesError, load_gates
+    from rag_eval.core.config import RagConfig
+    from rag_eval.experiment.reader import load_experiment, read_settings
+    from rag_eval.serve.settings import load_serve_file
+
+    return {
+        "experiment": (ConfigError, load_experiment),
+        "config of a .toml": (ConfigError, read_settings),
+        "properties": (ConfigError, RagConfig.from_properties_file),
+        "gates": (GatesError, load_gates),
+        "serve": (ConfigError, load_serve_file),
+    }
+
+
+@pytest.mark.parametrize("reader", ["experiment", "config of a .toml", "properties", "gates", "serve"])
+@pytest.mark.parametrize("kind", ["a device", "a pipe", "a directory", "too large"])
+def test_a_settings_file_that_is_not_a_regular_file_of_sensible_size_is_refused_unread(
+    tmp_path: Path, reader: str, kind: str
+) -> None:
+    """``/dev/zero`` named as a config was read into memory until the kernel killed the process (measured: exit
+    137 within 15 s); a pipe blocked for ever; a 17 MiB file is not a settings file."""
+    import os
+
+    error, read = _settings_readers()[reader]
+    path = tmp_path / ("x.properties" if reader == "properties" else "x.toml")
+    if kind == "a device":
+        path.symlink_to("/dev/zero")
+    elif kind == "a pipe":
+        os.mkfifo(path)
+    elif kind == "a directory":
+        path.mkdir()
+    else:
+        with path.open("wb") as fh:
+            fh.truncate(17 * 1024 * 1024)  # sparse: no disk used
+    why = "not a regular file" if kind != "too large" else "17,825,792 bytes, more than the 16,777,216"
+    _refused(error, lambda: read(path), str(path), why)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("reader", ["experiment", "config of a .toml", "gates", "serve"])
+def test_a_toml_settings_file_that_is_not_utf8_is_refused_naming_the_byte(tmp_path: Path, reader: str) -> None:
+    error, read = _settings_readers()[reader]
+    path = tmp_path / "x.toml"
+    path.write_bytes(b'[experiment]\nname = "caf\xe9"\n')
+    _refused(error, lambda: read(path), str(path), "not UTF-8 (invalid continuation byte at byte 24)")  # type: ignore[operator]
+
+
+def test_a_quoted_data_sets_source_that_is_a_pipe_is_a_problem_not_a_hang(tmp_path: Path) -> None:
+    import os
+
+    from rag_eval.datasets.quotes.problems import read_text
+
+    path = tmp_path / "doc.md"
+    os.mkfifo(path)
+    problems: list = []  # type: ignore[type-arg]
+    assert read_text(path, problems) is None
+    assert [p.message for p in problems] == ["cannot be read (not a regular file)"]

@@ -93,6 +93,28 @@ def test_missing_split_and_missing_dir(tmp_path: Path) -> None:
         load_beir(tmp_path / "nope")
 
 
+@pytest.mark.parametrize("name", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "qrels/test.spans.tsv",
+                                  "qrels/test.trec"])  # fmt: skip
+@pytest.mark.parametrize("kind", ["a directory", "a device", "a pipe"])
+def test_a_data_set_file_that_is_there_but_not_a_regular_file_is_refused(tmp_path: Path, name: str, kind: str) -> None:
+    """A device (``/dev/zero``) would be read for ever, a pipe would block, and a labels file that cannot be read
+    must not be taken for "no span labels" (the split would load at document level, its spans silently dropped)."""
+    import os
+
+    root = write_dataset(tmp_path / "kb", spans="query-id\tcorpus-id\tstart\tend\tscore\n")
+    target = root / name
+    target.unlink(missing_ok=True)
+    if kind == "a directory":
+        target.mkdir()
+    elif kind == "a device":
+        target.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(target)
+    with pytest.raises(DatasetError) as err:
+        load_beir(root, "test")
+    assert str(err.value) == f"{target}: not a regular file" and err.value.exit_code == 2
+
+
 def test_chunk_labels_from_span_overlap_survive_rechunking(tmp_path: Path) -> None:
     # spans: sentence 1 and sentence 3
     spans = "query-id\tcorpus-id\tstart\tend\tscore\nq1\td1\t0\t18\t1\nq1\td1\t41\t67\t2\n"
