@@ -79,8 +79,10 @@ def history_rows(run: ComparedRun, *, exit_code: int | None) -> pd.DataFrame:
 
 def read_history(path: str | Path = HISTORY) -> pd.DataFrame:
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         return pd.DataFrame(columns=list(PROVENANCE_COLUMNS))
+    if not p.is_file():  # a directory, a pipe, a device: never "no history"
+        raise RunDirectoryError("is not a file: give the history's Parquet file (or a new path)", path=str(p))
     try:
         frame: pd.DataFrame = pq.read_table(p).to_pandas()
         return frame
@@ -92,9 +94,7 @@ def check_history(path: str | Path) -> None:
     """Refuse, before a night runs, a history it could not append to: not a file, or not a history table
     (exit 2 naming it). A missing one is fine: the first night starts it."""
     p = Path(path)
-    if p.exists() and not p.is_file():
-        raise RunDirectoryError("is not a file: give the history's Parquet file (or a new path)", path=str(p))
-    frame = read_history(p)
+    frame = read_history(p)  # not a file: refused there
     missing = [c for c in ("config",) if not frame.empty and c not in frame.columns]
     if missing:
         raise RunDirectoryError(f"is not a nightly history (no {missing[0]!r} column)", path=str(p))

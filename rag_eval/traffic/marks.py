@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.core.errors import DatasetError, quoted
-from rag_eval.core.parsing import TextError, parse_json
+from rag_eval.core.parsing import TextError, check_regular, parse_json
 from rag_eval.datasets.beir import Document
 
 GRADES = (0, 1, 2)  # 0 not relevant; 1 and 2 relevant, graded
@@ -130,6 +130,7 @@ class _Problems:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based line number, line), a line read at most :data:`MAX_LINE_BYTES` at a time."""
     try:
+        check_regular(path, limit=None)  # a pipe would block, a device be read for ever
         with path.open("rb") as fh:
             n = 0
             while raw := fh.readline(MAX_LINE_BYTES + 1):

@@ -419,3 +419,33 @@ def test_a_quoted_data_sets_source_that_is_a_pipe_is_a_problem_not_a_hang(tmp_pa
     problems: list = []  # type: ignore[type-arg]
     assert read_text(path, problems) is None
     assert [p.message for p in problems] == ["cannot be read (not a regular file)"]
+
+
+def test_a_marked_labelling_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    import os
+
+    from rag_eval.traffic.marks import read_marked
+
+    path = tmp_path / "marked.jsonl"
+    os.mkfifo(path)
+    _refused(DatasetError, lambda: read_marked(path, {}), str(path), "cannot read: not a regular file")
+
+
+@pytest.mark.parametrize("kind", ["a device", "a pipe", "a directory"])
+def test_a_history_that_is_there_but_not_a_file_is_refused_not_read_as_no_history(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from rag_eval.cli import main
+
+    path = tmp_path / "history.parquet"
+    if kind == "a device":
+        path.symlink_to("/dev/zero")
+    elif kind == "a pipe":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    assert main(["history", "--history", str(path)]) == 2
+    assert f"{path}: is not a file" in capsys.readouterr().err
+    assert main(["history", "--history", str(tmp_path / "none.parquet")]) == 0  # not there yet: no history
