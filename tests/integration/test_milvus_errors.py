@@ -308,10 +308,19 @@ def test_server_errors_fall_under_their_rows(
     error: type[Exception],
 ) -> None:
     client, ready, bare = server_collections
-    with pytest.raises(Exception) as raised:
-        call(client, ready if which == "ready" else bare)
-    assert errors.row_for(raised.value) is row
-    translated = errors.translate(raised.value, case, uri="http://127.0.0.1", collection=ready)
+    # a search given 1 us is out of time on all but rare calls (one clean-clone CI saw it answered: the gRPC
+    # deadline is wall-clock time, which can step); what is tested is where the error falls, so it may take a few
+    attempts = 5 if case == "search out of time" else 1
+    for _ in range(attempts):
+        try:
+            call(client, ready if which == "ready" else bare)
+        except Exception as exc:  # any error: its row is what is checked
+            raised = exc
+            break
+    else:
+        pytest.fail(f"{case}: no error in {attempts} call(s)")
+    assert errors.row_for(raised) is row
+    translated = errors.translate(raised, case, uri="http://127.0.0.1", collection=ready)
     assert type(translated) is error
 
 
