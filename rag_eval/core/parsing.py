@@ -6,7 +6,10 @@ well formed can fail in two more ways, which readers that catch only those let t
 deeper than the interpreter's recursion limit (a ``RecursionError``, not a ``ValueError`` at all), and, for
 JSON, an integer of more digits than ``int()`` converts (a plain ``ValueError``, 4,300 digits by default).
 Every reader of a file a user wrote or a server sent parses through :func:`parse_json` and :func:`parse_toml`,
-so that each of those is the one error it reports with the file and line.
+so that each of those is the one error it reports with the file and line. Beside them, what such readers share:
+:func:`check_regular` (a regular file of sensible size before a byte is read: not ``/dev/zero``, not a pipe),
+:func:`unicode_text` and :func:`lone_surrogate` (JSON's ``\\ud800`` without its pair is not Unicode text), and
+:func:`ascii_int` (a number written as text: ASCII digits only, never past what ``int()`` converts).
 
 >>> parse_json('{"a": [1, 2]}')
 {'a': [1, 2]}
