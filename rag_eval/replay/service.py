@@ -223,6 +223,9 @@ def _json(text: str, spec: ServiceSpec) -> Any:
                            endpoint=spec.endpoint) from None  # fmt: skip
 
 
+MAX_ANSWER_BYTES = 16 * 1024 * 1024  # the most of a plain JSON endpoint's answer read
+
+
 def _http(spec: ServiceSpec) -> Call:
     url = spec.http or ""
 
@@ -231,7 +234,10 @@ def _http(spec: ServiceSpec) -> Call:
                                          headers={"Content-Type": "application/json"})  # fmt: skip
         try:
             with urllib.request.urlopen(request, timeout=spec.timeout) as response:
-                body = response.read()
+                body = response.read(MAX_ANSWER_BYTES + 1)
+            if len(body) > MAX_ANSWER_BYTES:  # read no further: a payload is a few excerpts, not megabytes
+                raise ServiceError(f"was answered with more than {MAX_ANSWER_BYTES:,} bytes, not a payload",
+                                   endpoint=spec.endpoint)  # fmt: skip
         except urllib.error.HTTPError as exc:
             raise ServiceError(f"was answered HTTP {exc.code} {exc.reason}", endpoint=spec.endpoint) from None
         except (urllib.error.URLError, OSError) as exc:

@@ -98,6 +98,28 @@ def test_an_answer_that_is_not_a_payload_stops_the_replay_naming_the_query(
     assert str(caught.value).count("\n") == 0 and answers.payloads == {}
 
 
+def test_an_answer_larger_than_a_payload_can_be_is_not_read_to_its_end(
+    endpoint: Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain JSON endpoint's answer is read up to 16 MiB (here lowered to 1,000 bytes): a hostile or broken
+    endpoint streaming gigabytes is stopped there, exit 3 naming the query; an answer of exactly the limit is read."""
+    from rag_eval.replay import service
+
+    monkeypatch.setattr(service, "MAX_ANSWER_BYTES", 1_000)
+    payload = {"query": "q", "evidence": [{"document_id": "d#chunk-0", "content": ""}], "hints": {}}
+    filler = 1_000 - len(json.dumps(payload).encode())
+    whole = {**payload, "evidence": [{"document_id": "d#chunk-0", "content": "x" * filler}]}
+    endpoint.answer = json.dumps(whole).encode()
+    answers = Answers(tmp_path / "a.jsonl", resume=False)
+    ask_service(ServiceSpec(http=endpoint.url, concurrency=1), QUERIES[:1], answers)  # 1,000 bytes: read
+    assert len(answers.payloads["q0"]["evidence"][0]["content"]) == filler
+    endpoint.answer = endpoint.answer.replace(b'"x', b'"xx')  # 1,001 bytes
+    with pytest.raises(ServiceError, match="was answered with more than 1,000 bytes, not a payload") as caught:
+        ask_service(ServiceSpec(http=endpoint.url, concurrency=1), QUERIES[1:2], answers)
+    answers.close()
+    assert "query 'q1'" in str(caught.value) and caught.value.exit_code == 3
+
+
 def test_an_endpoint_nobody_listens_on_is_exit_3(tmp_path: Path) -> None:
     answers = Answers(tmp_path / "a.jsonl", resume=False)
     with pytest.raises(ServiceError, match="could not reach the service"):
