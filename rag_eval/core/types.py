@@ -200,9 +200,8 @@ class Candidates(Sequence[RetrievedEvidenceCandidate]):
     def from_hits(cls, hits: Sequence[KnowledgeSearchHit], channel: str = "dense") -> Candidates:
         """The port's hits, in the order returned, with their D1 keys (ranks from 1)."""
         hits = tuple(hits)
-        if cls is not Candidates:  # a subclass: its own constructor
-            return cls(keys_of(hits), hits, range(1, len(hits) + 1), [None] * len(hits), channel)
-        return _new_candidates(keys_of(hits), hits, range(1, len(hits) + 1), [None] * len(hits), channel)
+        make = _new_candidates if cls is Candidates else cls  # a subclass: its own constructor
+        return make(keys_of(hits), hits, range(1, len(hits) + 1), [None] * len(hits), channel)
 
     @classmethod
     def of(cls, candidates: Iterable[RetrievedEvidenceCandidate]) -> Candidates:

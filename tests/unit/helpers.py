@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from rag_eval.core.types import KnowledgeSearchHit
+
+NOT_FILES = ("a directory", "a device", "a pipe")  # what stands at a path where a regular file is expected
+
+
+def not_a_file(path: Path, kind: str) -> Path:
+    """Put at ``path`` one of :data:`NOT_FILES` (``missing``: nothing): a directory, ``/dev/zero`` (a link to
+    it: read for ever) or a named pipe (a read blocks)."""
+    if kind == "a directory":
+        path.mkdir()
+    elif kind == "a device":
+        path.symlink_to("/dev/zero")
+    elif kind == "a pipe":
+        os.mkfifo(path)
+    elif kind != "missing":
+        raise ValueError(kind)
+    return path
 
 
 def hit(

@@ -13,6 +13,8 @@ import pytest
 from rag_eval.core.errors import ConfigError, DatasetError
 from rag_eval.core.parsing import NESTED, TextError, parse_json, parse_toml
 
+from ..helpers import NOT_FILES, not_a_file
+
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
 DEEP_TOML = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"
 BIG = "9" * 5_000  # Python converts at most 4,300 digits by default
@@ -341,20 +343,12 @@ def test_a_services_payload_with_a_lone_surrogate_is_not_a_payload() -> None:
     assert check_payload({**payload, "evidence": [{"document_id": "d#chunk-0", "content": "é😀"}]}) is None
 
 
-@pytest.mark.parametrize("kind", ["missing", "a directory", "a device", "a pipe"])
+@pytest.mark.parametrize("kind", ["missing", *NOT_FILES])
 def test_a_query_vector_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
     """``/dev/zero`` was read into memory for ever and a pipe blocked: both are refused before a byte is read."""
-    import os
-
     from rag_eval.embed.precomputed import read_query_vectors
 
-    path = tmp_path / "queries.jsonl"
-    if kind == "a directory":
-        path.mkdir()
-    elif kind == "a device":
-        path.symlink_to("/dev/zero")
-    elif kind == "a pipe":
-        os.mkfifo(path)
+    path = not_a_file(tmp_path / "queries.jsonl", kind)
     why = "no such file" if kind == "missing" else "not a regular file"
     _refused(DatasetError, lambda: read_query_vectors(path), str(path), f"cannot read query vectors: {why}")
 
@@ -378,22 +372,16 @@ def _settings_readers() -> dict[str, tuple[type[Exception], object]]:
 
 
 @pytest.mark.parametrize("reader", ["experiment", "config of a .toml", "properties", "gates", "serve"])
-@pytest.mark.parametrize("kind", ["a device", "a pipe", "a directory", "too large"])
+@pytest.mark.parametrize("kind", [*NOT_FILES, "too large"])
 def test_a_settings_file_that_is_not_a_regular_file_of_sensible_size_is_refused_unread(
     tmp_path: Path, reader: str, kind: str
 ) -> None:
     """``/dev/zero`` named as a config was read into memory until the kernel killed the process (measured: exit
     137 within 15 s); a pipe blocked for ever; a 17 MiB file is not a settings file."""
-    import os
-
     error, read = _settings_readers()[reader]
     path = tmp_path / ("x.properties" if reader == "properties" else "x.toml")
-    if kind == "a device":
-        path.symlink_to("/dev/zero")
-    elif kind == "a pipe":
-        os.mkfifo(path)
-    elif kind == "a directory":
-        path.mkdir()
+    if kind in NOT_FILES:
+        not_a_file(path, kind)
     else:
         with path.open("wb") as fh:
             fh.truncate(17 * 1024 * 1024)  # sparse: no disk used
@@ -410,42 +398,28 @@ def test_a_toml_settings_file_that_is_not_utf8_is_refused_naming_the_byte(tmp_pa
 
 
 def test_a_quoted_data_sets_source_that_is_a_pipe_is_a_problem_not_a_hang(tmp_path: Path) -> None:
-    import os
-
     from rag_eval.datasets.quotes.problems import read_text
 
-    path = tmp_path / "doc.md"
-    os.mkfifo(path)
+    path = not_a_file(tmp_path / "doc.md", "a pipe")
     problems: list = []  # type: ignore[type-arg]
     assert read_text(path, problems) is None
     assert [p.message for p in problems] == ["cannot be read (not a regular file)"]
 
 
 def test_a_marked_labelling_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
-    import os
-
     from rag_eval.traffic.marks import read_marked
 
-    path = tmp_path / "marked.jsonl"
-    os.mkfifo(path)
+    path = not_a_file(tmp_path / "marked.jsonl", "a pipe")
     _refused(DatasetError, lambda: read_marked(path, {}), str(path), "cannot read: not a regular file")
 
 
-@pytest.mark.parametrize("kind", ["a device", "a pipe", "a directory"])
+@pytest.mark.parametrize("kind", NOT_FILES)
 def test_a_history_that_is_there_but_not_a_file_is_refused_not_read_as_no_history(
     tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import os
-
     from rag_eval.cli import main
 
-    path = tmp_path / "history.parquet"
-    if kind == "a device":
-        path.symlink_to("/dev/zero")
-    elif kind == "a pipe":
-        os.mkfifo(path)
-    else:
-        path.mkdir()
+    path = not_a_file(tmp_path / "history.parquet", kind)
     assert main(["history", "--history", str(path)]) == 2
     assert f"{path}: is not a file" in capsys.readouterr().err
     assert main(["history", "--history", str(tmp_path / "none.parquet")]) == 0  # not there yet: no history

@@ -12,6 +12,8 @@ from rag_eval.datasets.beir import load_beir
 from rag_eval.datasets.chunking import parse_chunker
 from rag_eval.datasets.labels import chunk_dataset, chunk_qrels
 
+from ..helpers import NOT_FILES, not_a_file
+
 TEXT = "Replica lag grows. Check the SQL thread. Look at long transactions. Restart nothing yet."
 
 
@@ -95,21 +97,14 @@ def test_missing_split_and_missing_dir(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "qrels/test.spans.tsv",
                                   "qrels/test.trec"])  # fmt: skip
-@pytest.mark.parametrize("kind", ["a directory", "a device", "a pipe"])
+@pytest.mark.parametrize("kind", NOT_FILES)
 def test_a_data_set_file_that_is_there_but_not_a_regular_file_is_refused(tmp_path: Path, name: str, kind: str) -> None:
     """A device (``/dev/zero``) would be read for ever, a pipe would block, and a labels file that cannot be read
     must not be taken for "no span labels" (the split would load at document level, its spans silently dropped)."""
-    import os
-
     root = write_dataset(tmp_path / "kb", spans="query-id\tcorpus-id\tstart\tend\tscore\n")
     target = root / name
     target.unlink(missing_ok=True)
-    if kind == "a directory":
-        target.mkdir()
-    elif kind == "a device":
-        target.symlink_to("/dev/zero")
-    else:
-        os.mkfifo(target)
+    not_a_file(target, kind)
     with pytest.raises(DatasetError) as err:
         load_beir(root, "test")
     assert str(err.value) == f"{target}: not a regular file" and err.value.exit_code == 2
