@@ -261,7 +261,7 @@ def serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transport", choices=("stdio", "http"), help="stdio (default) or streamable HTTP")
     p.add_argument("--host", help="HTTP: the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP: the port (default 8765)")
-    p.add_argument("--concurrency", type=int, help="lookups at a time (default 8)")
+    p.add_argument("--concurrency", type=int, help="lookups at a time, 1 to 256 (default 8)")
     p.add_argument("--request-timeout", type=float, help="seconds a lookup may take (default 30)")
     p.add_argument("--log-queries", action="store_true", help="log each query (queries are not logged otherwise)")
     p.add_argument("--trace-file", help="write the spans as OTLP JSON lines to this file")

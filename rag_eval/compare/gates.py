@@ -36,7 +36,7 @@ from rag_eval.compare.stats import (
 from rag_eval.core.errors import GatesError, quoted
 from rag_eval.core.parsing import check_regular, parse_toml
 from rag_eval.experiment import Experiment
-from rag_eval.metrics.registry import SERVICE
+from rag_eval.metrics.registry import SERVICE, find
 
 __all__ = [
     "SELECTOR_KEYS", "SHIPPED", "AbsoluteCheck", "Check", "GateResult", "GateSet", "Outcome", "RelativeCheck",
@@ -138,6 +138,9 @@ def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteChe
         raise GatesError(
             "a latency limit is a time (us, ms, s); % is for a growth", path=path, line=line, check=spec
         )  # fmt: skip
+    beyond = _beyond_range(metric, threshold, unit=unit, number=m["number"], relative_to=m["direction"])
+    if beyond:
+        raise GatesError(beyond, path=path, line=line, check=spec)
     if m["direction"]:
         if threshold < 0:
             raise GatesError("a drop or growth threshold must be >= 0", path=path, line=line, check=spec)
@@ -156,6 +159,35 @@ def parse_check(spec: str, *, path: str, line: int | None = None) -> AbsoluteChe
         spec=spec.strip(), severity=severity, metric=metric, threshold=threshold, selector=selector, path=path,
         line=line, op=m["op"],
     )  # fmt: skip
+
+
+def _beyond_range(metric: str, threshold: float, *, unit: str | None, number: str, relative_to: str | None) -> str:
+    """Why a threshold lies where the metric never goes (every metric is >= 0, a share or score <= 1), so that the
+    check's outcome could never depend on the data; "" when it is a threshold the metric can be on either side of.
+    A drop may not exceed the whole value (100%, or 1 for a share or score); a growth has no bound above.
+
+    >>> _beyond_range("cap_compliance", 95.0, unit=None, number="95", relative_to=None)
+    'cap_compliance is a share, between 0 and 1 (0% and 100%): 95 is outside it (did you mean 95%?)'
+    >>> _beyond_range("payload:chars_p50", -1.0, unit=None, number="-1", relative_to=None)
+    'payload:chars_p50 is never negative: a threshold of -1 is outside its range'
+    >>> _beyond_range("chunk:nDCG@5", 1.0, unit=None, number="1", relative_to=None)
+    ''
+    """
+    found = find(metric)
+    kind = found.unit if found is not None else ("qps" if metric.startswith("load:qps") else "us")
+    bounded = kind in ("share", "score")
+    shown = f"{number}{unit or ''}"
+    if relative_to is not None:
+        if relative_to == "drop" and (threshold > 1 if unit == "%" else bounded and threshold > 1):
+            whole = "100%" if unit == "%" else "1"
+            return f"a drop of {metric} can never exceed {whole} (all of it): {shown} is outside its range"
+        return ""
+    if threshold < 0:
+        return f"{metric} is never negative: a threshold of {shown} is outside its range"
+    if bounded and threshold > 1:
+        hint = f" (did you mean {number}%?)" if unit is None and threshold <= 100 else ""
+        return f"{metric} is a {kind}, between 0 and 1 (0% and 100%): {shown} is outside it{hint}"
+    return ""
 
 
 def _selector(text: str | None, *, spec: str, path: str, line: int | None) -> tuple[tuple[str, str], ...]:

@@ -150,6 +150,11 @@ class CollectionSpec:
         }  # fmt: skip
 
 
+# queries in flight at once against a service ([service]), lookups at once in one (rag-eval serve): each holds a
+# connection or a worker thread, so a typo's 100000 would open sockets and threads until the process runs out
+MAX_CONCURRENCY = 256
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceSpec:
     """The ``[service]`` table: a deployed ``lookup_knowledge`` replayed as a black box beside the configs.

@@ -29,6 +29,7 @@ from rag_eval.experiment.model import (
     DEFAULT_FUZZY_THRESHOLD,
     DEFAULT_MAX_UNRESOLVED,
     DEFAULT_PROFILE,
+    MAX_CONCURRENCY,
     PROFILES,
     CollectionSpec,
     ServiceSpec,
@@ -256,8 +257,10 @@ def read_service(t: TableReader) -> Fields:
     for key, value in (("url", spec.url), ("http", spec.http)):
         if value and not value.startswith(("http://", "https://")):
             t.problem(key, f"expected an http(s):// URL, got {quoted(value)}")
-    if not 0 < spec.timeout <= 3600 or spec.concurrency < 1:
-        t.problem("timeout", "timeout must be > 0 and <= 3600 seconds, concurrency >= 1")
+    if not 0 < spec.timeout <= 3600:
+        t.problem("timeout", f"must be > 0 and <= 3600 seconds, got {spec.timeout:g}")
+    if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
+        t.problem("concurrency", f"1 to {MAX_CONCURRENCY} queries in flight at once, got {spec.concurrency}")
     return {"service": spec}
 
 

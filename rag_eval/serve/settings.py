@@ -26,6 +26,7 @@ from rag_eval.core.errors import ConfigError, ConfigProblem, quoted
 from rag_eval.core.parsing import check_regular, parse_toml
 from rag_eval.core.types import SearchMode
 from rag_eval.embed.providers import EmbedSettings, settings_problems
+from rag_eval.experiment.model import MAX_CONCURRENCY
 from rag_eval.experiment.section import TableReader
 from rag_eval.experiment.tables import embed_settings
 from rag_eval.search.milvus.schema import DEFAULT_TOKEN_ENV, uri_problem
@@ -91,9 +92,11 @@ def problems(s: ServeSettings) -> list[ConfigProblem]:
         out.append(ConfigProblem("serve.transport", f"{quoted(s.transport)} is not one of {', '.join(TRANSPORTS)}"))
     if not 0 < s.port < 65536:
         out.append(ConfigProblem("serve.port", f"a TCP port from 1 to 65535, got {s.port}"))
-    for key, value in (("concurrency", s.concurrency), ("max_query_chars", s.max_query_chars)):
-        if value < 1:
-            out.append(ConfigProblem(f"serve.{key}", f"must be >= 1, got {value}"))
+    if not 1 <= s.concurrency <= MAX_CONCURRENCY:
+        why = f"1 to {MAX_CONCURRENCY} lookups at a time (a worker thread each), got {s.concurrency}"
+        out.append(ConfigProblem("serve.concurrency", why))
+    if s.max_query_chars < 1:
+        out.append(ConfigProblem("serve.max_query_chars", f"must be >= 1, got {s.max_query_chars}"))
     if not 0 < s.request_timeout <= 3600:
         out.append(
             ConfigProblem("serve.request_timeout", f"must be > 0 and <= 3600 seconds, got {s.request_timeout:g}")

@@ -177,6 +177,57 @@ def test_bad_gates_file_exits_2_with_one_line(tmp_path: Path, capsys: pytest.Cap
     assert not list(tmp_path.glob("*.json"))
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("warn traffic:payload_changed <= -5%", "never negative: a threshold of -5% is outside its range"),
+        ("fail same_doc_multi_chunk_recall >= 80", "is a score, between 0 and 1 .*: 80 is outside it .did you mean 80%"),
+        ("cap_compliance == 101%", "is a share, between 0 and 1 .*: 101% is outside it$"),
+        ("cap_compliance >= 1000", "outside it$"),  # no hint: 1000% is no share either
+        ("chunk:nDCG@5 > 1.5", "is a score"),
+        ("payload:chars_p95 <= -1", "never negative"),
+        ("latency:e2e:p95 < -2ms", "never negative: a threshold of -2ms"),
+        ("load:qps@4 >= -1", "never negative"),
+        ("max_chunks_per_document <= -1", "never negative"),
+        ("payload:chunks_delivered_mean != -3", "never negative"),
+        ("same_doc_multi_chunk_recall drop <= 150%", "can never exceed 100%"),
+        ("chunk:nDCG@5 drop <= 1.5", "can never exceed 1 .all of it.: 1.5"),
+    ],
+)
+def test_a_threshold_the_metric_never_reaches_is_refused(spec: str, message: str) -> None:
+    """A gate whose outcome no data could change (a share of -5% or 80 instead of 80%) is bad input, not a
+    gate that always fails or always passes."""
+    with pytest.raises(GatesError, match=message) as err:
+        parse_check(spec, path="gates.toml", line=2)
+    assert str(err.value).startswith("gates.toml:2") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "cap_compliance == 100%", "cap_compliance == 1", "duplicate_rate <= 0", "chunk:nDCG@5 >= 0%",
+        "traffic:payload_changed <= 30%", "payload:chars_p95 <= 0", "latency:e2e:p95 <= 0ms",
+        "same_doc_multi_chunk_recall drop <= 100%", "chunk:nDCG@5 drop <= 1", "duplicate_rate growth <= 5",
+        "latency:postprocess:p95 growth <= 500%", "payload:chars_p50 >= 100000", "load:qps@4 >= 0",
+    ],
+)
+def test_thresholds_at_the_edges_of_a_range_stay_accepted(spec: str) -> None:
+    """The edges are thresholds the metric can be on either side of (0 and 100% are values it takes), and a
+    growth has no bound above."""
+    assert parse_check(spec, path="gates.toml").spec == spec
+
+
+def test_an_out_of_range_gate_exits_2_naming_the_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gates = write(tmp_path, '[gates]\nchecks = [\n  "cap_compliance == 1",\n  "warn traffic:payload_changed <= -5%",\n]\n')
+    code = main(["compare", str(tmp_path / "no-run"), "--gates", str(gates)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and f"{gates}:4: check 'warn traffic:payload_changed <= -5%'" in err
+    assert "never negative" in err and not list(tmp_path.glob("*.json"))
+
+
 # -- outcomes ---------------------------------------------------------------------------------
 
 

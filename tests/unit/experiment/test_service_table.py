@@ -38,12 +38,22 @@ def test_each_kind_of_endpoint() -> None:
      ({"url": "http://a/mcp", "http": "http://a/x"}, "(given: url, http)"),
      ({"url": "kb.internal:8765"}, "expected an http(s):// URL"),
      ({"command": ["rag-eval", 3]}, "expected a list of strings"),
-     ({"http": "http://a/x", "timeout": 0}, "timeout must be > 0"),
+     ({"http": "http://a/x", "timeout": 0}, "must be > 0 and <= 3600 seconds, got 0 @ service.timeout"),
+     ({"http": "http://a/x", "concurrency": 0}, "1 to 256 queries in flight at once, got 0 @ service.concurrency"),
+     ({"http": "http://a/x", "concurrency": -4}, "got -4 @ service.concurrency"),
+     ({"http": "http://a/x", "concurrency": 100000}, "1 to 256 queries in flight at once, got 100000 @ service.concurrency"),
      ({"http": "http://a/x", "colour": "red"}, "unknown key @ service.colour")],
 )  # fmt: skip
 def test_problems_are_named(table: dict[str, Any], said: str) -> None:
     _, problems = _read(table)
     assert any(said in p for p in problems), problems
+
+
+def test_concurrency_at_its_bounds_is_accepted_and_each_problem_names_its_own_key() -> None:
+    for n in (1, 256):
+        assert _read({"http": "http://a/x", "concurrency": n}) == (ServiceSpec(http="http://a/x", concurrency=n), [])
+    _, problems = _read({"http": "http://a/x", "concurrency": 257, "timeout": 3601})
+    assert [p.rsplit(" @ ", 1)[1] for p in problems] == ["service.timeout", "service.concurrency"]
 
 
 def test_an_absent_table_is_no_service() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,17 @@ def test_values_that_cannot_work_are_refused_together(tmp_path: Path) -> None:
     assert "no such Milvus Lite file" in found["milvus.uri"]
     with pytest.raises(ConfigError, match="7 configuration problems"):
         checked(s)
+
+
+@pytest.mark.parametrize(("concurrency", "refused"), [(0, True), (1, False), (256, False), (257, True), (10**9, True)])
+def test_concurrency_is_a_bounded_number_of_worker_threads(tmp_path: Path, concurrency: int, refused: bool) -> None:
+    """Each lookup in flight holds a worker thread: a typo's 10**9 is refused, not served until the threads run out."""
+    s = replace(load_serve_file(_write(tmp_path)), concurrency=concurrency)
+    found = {p.key: p.message for p in problems(s)}
+    if refused:
+        assert found == {"serve.concurrency": f"1 to 256 lookups at a time (a worker thread each), got {concurrency}"}
+    else:
+        assert found == {}
 
 
 def test_precomputed_query_vectors_cannot_serve(tmp_path: Path) -> None:
