@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from rag_eval.datasets.placement import How, Match, StoredRow, placed_elsewhere
 from rag_eval.datasets.placement import placed as placed_in_documents
+from rag_eval.existing.folding import Folded, fold, occurrences
 from rag_eval.experiment.model import DEFAULT_FUZZY_THRESHOLD
 
 __all__ = ["DEFAULT_FUZZY_THRESHOLD", "Folded", "How", "Location", "StoredRow", "fold", "locate_rows", "occurrences"]
@@ -32,11 +33,10 @@ __all__ = ["DEFAULT_FUZZY_THRESHOLD", "Folded", "How", "Location", "StoredRow", 
 SEGMENT_EDGES = frozenset("|]>:-—–#(")  # the characters that end a title or source line, or start a trailer
 ADDED_TEXT_RATIO = 70.0  # what a row has beyond a passage of its document reads like the text beside it: noise
 FUZZY_CANDIDATES = 3  # documents aligned per row when it is searched across the corpus
-MAX_OCCURRENCES = 10_000  # occurrences of one text in one document looked at
 _SEP = "\x00"  # between documents in the corpus-wide index: no row's text spans two documents
 _WORD = re.compile(r"\w+")
-_NON_SPACE = re.compile(r"\S+")
 _SHINGLE = 4
+_FALLBACK_SHINGLE = 2  # word pairs, for a row whose every 4-gram has a changed word
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,86 +64,6 @@ class Location:
         return self.resolved and self.stored_doc_id is not None and self.doc_id != self.stored_doc_id
 
 
-class Folded:
-    """A text case-folded with every whitespace run as one space, and the original index of each character.
-
-    >>> f = Folded("A  Bß\\n c")
-    >>> (f.text, f.original(0, len(f.text)))
-    ('a bss c', (0, 8))
-    """
-
-    __slots__ = ("_index", "stored", "text")
-
-    def __init__(self, text: str) -> None:
-        self.stored = text
-        folded = text.casefold()
-        if len(folded) == len(text):  # no character folds into several: one index per character, runs in C
-            parts, index = self._runs(folded)
-        else:
-            parts, index = self._chars(text)
-        self.text = "".join(parts)
-        self._index = index
-        self._index.append(len(text) if not index else index[-1] + 1)
-
-    @staticmethod
-    def _runs(folded: str) -> tuple[list[str], list[int]]:
-        parts: list[str] = []
-        index: list[int] = []
-        previous = 0
-        for match in _NON_SPACE.finditer(folded):
-            start, end = match.span()
-            if parts:  # the run of whitespace before it: one space, at its first character
-                parts.append(" ")
-                index.append(previous)
-            parts.append(folded[start:end])
-            index.extend(range(start, end))
-            previous = end
-        return parts, index
-
-    @staticmethod
-    def _chars(text: str) -> tuple[list[str], list[int]]:
-        chars: list[str] = []
-        index: list[int] = []
-        space = False
-        for i, ch in enumerate(text):
-            if ch.isspace():
-                if not space and chars:
-                    chars.append(" ")
-                    index.append(i)
-                space = True
-                continue
-            space = False
-            for folded in ch.casefold():
-                chars.append(folded)
-                index.append(i)
-        if chars and chars[-1] == " ":
-            chars.pop()
-            index.pop()
-        return chars, index
-
-    def original(self, start: int, end: int) -> tuple[int, int]:
-        """The original range of folded characters ``[start, end)`` (end exclusive, past the last one)."""
-        return self._index[start], self._index[end - 1] + 1 if end > start else self._index[start]
-
-
-def fold(text: str) -> str:
-    return Folded(text).text
-
-
-def occurrences(haystack: str, needle: str, limit: int = MAX_OCCURRENCES) -> list[int]:
-    """Start of every occurrence of ``needle`` in ``haystack`` (overlapping ones too), in order.
-
-    >>> occurrences("abab ab", "ab")
-    [0, 2, 5]
-    """
-    found: list[int] = []
-    at = haystack.find(needle)
-    while at >= 0 and len(found) < limit:
-        found.append(at)
-        at = haystack.find(needle, at + 1)
-    return found
-
-
 class _Corpus:
     """The documents, their folded forms and a word 4-gram index, each built once, when first needed."""
 
@@ -152,7 +72,7 @@ class _Corpus:
         self._folded: dict[str, Folded] = {}
         self._joined: tuple[str, list[int], list[str]] | None = None
         self._joined_folded: tuple[str, list[int], list[str]] | None = None
-        self._shingles: dict[tuple[str, ...], set[str]] | None = None
+        self._shingles: dict[int, dict[tuple[str, ...], set[str]]] = {}  # by words a shingle
         self._order: dict[str, int] | None = None
 
     def folded(self, doc_id: str) -> Folded:
@@ -178,23 +98,29 @@ class _Corpus:
                 self._joined = cached
         return cached
 
-    def shingle_index(self) -> dict[tuple[str, ...], set[str]]:
-        """Word 4-gram of a folded document -> the documents that have it (built once)."""
-        if self._shingles is None:
-            index: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    def shingle_index(self, size: int = _SHINGLE) -> dict[tuple[str, ...], set[str]]:
+        """Word ``size``-gram of a folded document -> the documents that have it (built once, when first asked)."""
+        index = self._shingles.get(size)
+        if index is None:
+            made: dict[tuple[str, ...], set[str]] = defaultdict(set)
             for doc_id in self.documents:
-                for shingle in set(_shingles(self.folded(doc_id).text)):
-                    index[shingle].add(doc_id)
-            self._shingles = dict(index)
-        return self._shingles
+                for shingle in set(_shingles(self.folded(doc_id).text, size)):
+                    made[shingle].add(doc_id)
+            index = self._shingles[size] = dict(made)
+        return index
 
     def candidates(self, folded_text: str) -> list[str]:
-        """The documents sharing the most word 4-grams with ``folded_text`` (at most FUZZY_CANDIDATES)."""
-        index = self.shingle_index()
-        votes: Counter[str] = Counter()
-        for shingle in set(_shingles(folded_text)):
-            votes.update(index.get(shingle, ()))
-        return [d for d, _ in sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[:FUZZY_CANDIDATES]]
+        """The documents sharing the most word 4-grams with ``folded_text`` (at most FUZZY_CANDIDATES); when it
+        shares none with any (a short row with a changed word in every 4-gram of it: 'schedule drain cluster
+        c0nnection days'), those sharing the most word pairs."""
+        for size in (_SHINGLE, _FALLBACK_SHINGLE):
+            index = self.shingle_index(size)
+            votes: Counter[str] = Counter()
+            for shingle in set(_shingles(folded_text, size)):
+                votes.update(index.get(shingle, ()))
+            if votes:
+                return [d for d, _ in sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[:FUZZY_CANDIDATES]]
+        return []
 
     def holding(self, folded_text: str) -> list[str] | None:
         """The documents that can hold ``folded_text`` (as it is or folded), in corpus order: those with its
@@ -212,12 +138,13 @@ class _Corpus:
         return sorted(found, key=self._order.__getitem__)
 
 
-def _shingles(text: str) -> Iterable[tuple[str, ...]]:
+def _shingles(text: str, size: int = _SHINGLE) -> Iterable[tuple[str, ...]]:
     words = _WORD.findall(text)
-    return zip(*(words[i:] for i in range(_SHINGLE)), strict=False)  # word 4-grams, made in C
+    return zip(*(words[i:] for i in range(size)), strict=False)  # word n-grams, made in C
 
 
-def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> Match | None:
+def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float | None) -> Match | None:
+    """The row's text in one document: exactly, folded, or (``threshold`` given) fuzzily."""
     doc = corpus.documents[doc_id]
     found = occurrences(doc, text)
     if found:
@@ -230,7 +157,7 @@ def _in_document(corpus: _Corpus, doc_id: str, text: str, threshold: float) -> M
     found = occurrences(folded.text, needle)
     if found:
         return Match(doc_id, [folded.original(s, s + len(needle)) for s in found], How.NORMALISED)
-    return _fuzzy(folded, doc_id, row, threshold)
+    return _fuzzy(folded, doc_id, row, threshold) if threshold is not None else None
 
 
 def _forms(text: str) -> list[str]:
@@ -261,10 +188,43 @@ def _fuzzy(folded: Folded, doc_id: str, row: Folded, threshold: float) -> Match 
     if got is None:
         return None
     # the alignment's source is the row, its destination the document, whichever is the longer
-    start, end = got.dest_start, got.dest_end
+    start, end = _matched_ends(needle, folded.text, got.dest_start, got.dest_end)
     if end <= start:
         return None
     return Match(doc_id, [folded.original(start, end)], How.FUZZY, float(got.score))
+
+
+_ANCHOR = 3  # characters in a row an alignment's first and last matches need to mark where the passage is
+
+
+def _matched_ends(needle: str, text: str, start: int, end: int) -> tuple[int, int]:
+    """The window ``text[start:end]`` that the partial alignment found (as long as the row) moved to where the row's
+    first and last matched characters are: a passage of the document that the row has lost characters of (cleaned
+    markup) is longer than the row, and the window's fixed length cut one of its ends. The row is aligned against
+    the window widened by what the fuzzy threshold lets it lose, and the first and last runs of at least
+    :data:`_ANCHOR` equal characters give the ends, when the row is more like the text between them than like the
+    window (the window as it is otherwise).
+
+    >>> text = "Keep the lag low. Restart the **replica** now and check. Rotate logs."
+    >>> needle = "restart the replica now and check."
+    >>> text[slice(*_matched_ends(needle, text.lower(), 22, 22 + len(needle)))]
+    'Restart the **replica** now and check.'
+    """
+    from rapidfuzz.distance import Indel
+
+    if end - start < len(needle):  # the row is longer than the document: the window is the document's whole text
+        return start, end
+    margin = len(needle) // 10 + _ANCHOR
+    low, high = max(0, start - margin), min(len(text), end + margin)
+    ops = Indel.opcodes(needle, text[low:high])
+    equal = [op for op in ops if op.tag == "equal" and op.src_end - op.src_start >= _ANCHOR]
+    if not equal:
+        return start, end
+    moved = low + equal[0].dest_start, low + equal[-1].dest_end
+    # taken only when the row is more like it than like the window (a noisy row's window is its passage already,
+    # and a run of a few characters beside it, 'the', may also match)
+    alike = Indel.normalized_similarity
+    return moved if alike(needle, text[moved[0] : moved[1]]) > alike(needle, text[start:end]) else (start, end)
 
 
 def _without_added_text(text: str, row: Folded, near: int) -> tuple[int, int] | None:
@@ -365,9 +325,9 @@ def _shortest_cut(text: str, needle: str, *, head: bool) -> tuple[int, str] | No
     return low, part(low)
 
 
-def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
+def _across_corpus(corpus: _Corpus, text: str, threshold: float | None) -> list[Match]:
     """Every document (in corpus order) holding the text exactly, else every one holding it folded, else
-    the best fuzzy one (of the few the word 4-grams point to); empty when none does."""
+    (``threshold`` given) the best fuzzy one (of the few the word 4-grams point to); empty when none does."""
     row = Folded(text)
     needle = row.text
     if not needle:
@@ -383,6 +343,8 @@ def _across_corpus(corpus: _Corpus, text: str, threshold: float) -> list[Match]:
         matches = [m for m in (_in_document(corpus, d, text, 100.0) for d in docs) if m is not None]
         if matches:
             return matches
+    if threshold is None:
+        return []
     best: Match | None = None
     for doc_id in corpus.candidates(needle):
         match = _fuzzy(corpus.folded(doc_id), doc_id, row, threshold)
@@ -401,6 +363,25 @@ def _by_offsets(corpus: _Corpus, row: StoredRow) -> tuple[bool, bool]:
     there = doc[row.start : row.end]
     ok = there == row.text or fold(there) == fold(row.text)
     return ok, not ok
+
+
+def _search(corpus: _Corpus, row: StoredRow, threshold: float) -> tuple[Match | None, list[Match]]:
+    """The row in the document its doc id names, else across the corpus; in each, its text as stored and in the
+    Unicode forms a document is written in (:func:`_forms`) exactly or folded before any of them fuzzily (a row
+    an ingest decomposed to NFD is its document's text once composed: exact, not a fuzzy window)."""
+    forms = _forms(row.text)
+    if row.doc_id is not None and row.doc_id in corpus.documents:
+        for fuzzy in (None, threshold):
+            for text in forms:
+                match = _in_document(corpus, row.doc_id, text, fuzzy)
+                if match is not None:
+                    return match, []
+    for fuzzy in (None, threshold):
+        for text in forms:
+            matches = _across_corpus(corpus, text, fuzzy)
+            if matches:
+                return None, matches
+    return None, []
 
 
 def locate_rows(
@@ -422,12 +403,7 @@ def locate_rows(
             assert row.doc_id is not None and row.start is not None and row.end is not None
             found[i] = Match(row.doc_id, [(row.start, row.end)], How.OFFSETS)
             continue
-        match, matches = None, []
-        for text in _forms(row.text):  # as stored, then in the Unicode forms a document is written in
-            if row.doc_id is not None and row.doc_id in documents:
-                match = _in_document(corpus, row.doc_id, text, fuzzy_threshold)
-            if match is not None or (matches := _across_corpus(corpus, text, fuzzy_threshold)):
-                break
+        match, matches = _search(corpus, row, fuzzy_threshold)
         if match is not None:
             found[i] = match
         elif matches:
@@ -449,5 +425,3 @@ def locate_rows(
                               how=match.how, score=match.score, offsets_disagreed=i in disagreed,
                               ambiguous=i in guessed)  # fmt: skip
     return [located[i] for i in range(len(rows))]
-
-

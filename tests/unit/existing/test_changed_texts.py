@@ -8,11 +8,12 @@ from __future__ import annotations
 import random
 import unicodedata
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from rapidfuzz import fuzz
 
 from rag_eval.datasets.placement import StoredRow
-from rag_eval.existing.locate import How, locate_rows
+from rag_eval.existing.locate import DEFAULT_FUZZY_THRESHOLD, How, locate_rows
 
 WORDS = (
     "replica primary lag restart thread the of and check disk alert page rotate logs weekly keep days "
@@ -64,8 +65,38 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> float:
     return inter / (max(a[1], b[1]) - min(a[0], b[0]))
 
 
+def _promised(change: str, text: str, passage: str) -> bool:
+    """Whether docs/existing-collection.md promises to locate the row: not when a short passage lost more of its
+    characters than the fuzzy threshold allows (4 asterisks of a 38-character sentence), nor when a title or
+    source line added to it is more than half the row ('Document: über thread straße | ' before 'Logs node
+    renew renew disk.')."""
+    if change == "markup":
+        return 100.0 * (1 - passage.count("*") / len(text)) >= DEFAULT_FUZZY_THRESHOLD
+    if change in ("header", "trailer"):
+        return len(passage) >= len(text) / 2
+    return True
+
+
+def _reads_like_the_text_beside(change: str, text: str, doc: str, passage: tuple[int, int]) -> bool:
+    """The added header or trailer and as many characters of the document beside the passage are alike (a
+    ratio of 50, lower than the locator's own bar of ADDED_TEXT_RATIO = 70, so that this side of it is exact)."""
+    start, end = passage
+    size = len(text) - (end - start)
+    if change == "header":
+        added, beside = text[:size], doc[max(0, start - size) : start]
+    elif change == "trailer":
+        added, beside = text[len(text) - size :], doc[end : end + size]
+    else:
+        return False
+    return fuzz.ratio(" ".join(added.lower().split()), " ".join(beside.lower().split())) >= 50
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), change=st.sampled_from(sorted(CHANGES)), with_doc_id=st.booleans())
+@example(seed=17392, change="markup", with_doc_id=False)  # 'Drain drain timeout pool **disk** and?': beyond it
+@example(seed=253, change="header", with_doc_id=False)  # a header like the text before the passage
+@example(seed=28941, change="noise", with_doc_id=False)  # no word 4-gram without the noise: word pairs find it
+@example(seed=5864377, change="header", with_doc_id=False)  # a header longer than the passage
 def test_a_changed_row_is_located_in_its_true_document_with_its_true_range(
     seed: int, change: str, with_doc_id: bool
 ) -> None:
@@ -78,8 +109,18 @@ def test_a_changed_row_is_located_in_its_true_document_with_its_true_range(
     text = CHANGES[change](rng, docs[true_doc][start:end])
     row = StoredRow(pk="1", doc_id=true_doc if with_doc_id else None, text=text)
     (loc,) = locate_rows(docs, [row])
+    if not _promised(change, text, docs[true_doc][start:end]):
+        assert loc.doc_id in (None, true_doc), (change, loc)  # may stay unresolved, never placed elsewhere
+        if loc.doc_id is None:
+            return
     assert loc.doc_id == true_doc, (change, loc)
-    if change in EXACT:
+    if change in EXACT and _reads_like_the_text_beside(change, text, docs[true_doc], (start, end)):
+        # added text that reads like the document beside the passage (a header 'replica restart thread' before
+        # '... replica straße thread! Of thread ...') may be taken for the row's own text: the range then holds
+        # the true one and reaches no further than the added text's length
+        reach = len(text) - (end - start)
+        assert loc.start <= start and loc.end >= end and (start - loc.start) + (loc.end - end) <= reach, (text, loc)
+    elif change in EXACT:
         assert (loc.start, loc.end) == (start, end), (change, text, loc, docs[true_doc][loc.start : loc.end])
     else:
         assert _overlap((loc.start, loc.end), (start, end)) >= 0.9, (change, loc, (start, end))

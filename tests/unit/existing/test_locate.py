@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag_eval.datasets.chunking import CharWindowChunker, SentenceWindowChunker
-from rag_eval.existing.locate import Folded, How, StoredRow, locate_rows, occurrences
+from rag_eval.existing.locate import How, StoredRow, locate_rows, occurrences
 
 DOCS = {
     "lag": "Replica lag.\nCheck the SQL thread. Restart it. Check the SQL thread. Done.",
@@ -96,17 +98,6 @@ def test_blank_text_is_unresolved() -> None:
     assert where([StoredRow(pk="1", doc_id="lag", text="  \n")])[0][3] == "unresolved"
 
 
-def test_folding_keeps_an_index_into_the_original_text() -> None:
-    f = Folded("  Straße \t ÉTÉ  ")
-    assert f.text == "strasse été"
-    start = f.text.index("été")
-    assert f.original(start, start + 3) == (11, 14)
-
-
-def test_occurrences_overlap() -> None:
-    assert occurrences("aaaa", "aa") == [0, 1, 2]
-
-
 _VOCAB = ("lag replica restart the SQL thread logs rotate keep days error timeout lock wait innodb buffer pool "
           "disk full primary failover vacuum index bloat connection pool exhausted query plan").split()
 _sentence = st.lists(st.sampled_from(_VOCAB), min_size=3, max_size=9, unique=True).map(
@@ -161,3 +152,61 @@ def test_a_chunkers_rows_are_located_where_the_chunker_cut_them(
         assert texts[loc.doc_id][loc.start : loc.end].casefold().split() == texts[doc_id][start:end].casefold().split()
         if doc_id not in partial:  # every row of its document says which document it is from: exactly there
             assert (loc.doc_id, loc.start, loc.end) == (doc_id, start, end)
+
+
+# -- rows changed by an ingest (worked examples; tests/unit/existing/test_changed_texts.py draws them at random) --
+
+NOISY = {
+    "ops": "Keep the disk under 80 percent. Schedule drain cluster connection days naïve! Rotate the logs weekly.",
+    "other": "Schedule the backup nightly. Drain the node before the upgrade. Check the cluster health.",
+}
+
+
+def test_a_short_row_with_a_changed_word_in_every_four_gram_is_found_through_word_pairs() -> None:
+    """No word 4-gram of the row is in any document ('c0nnection' is in all three): without a doc id it was left
+    unresolved though its passage aligns at 97.8."""
+    row = StoredRow(pk="1", doc_id=None, text="Schedule drain cluster c0nnection days naïve!")
+    (loc,) = locate_rows(NOISY, [row])
+    passage = "Schedule drain cluster connection days naïve!"
+    start = NOISY["ops"].index(passage)
+    assert (loc.doc_id, loc.how, loc.start, loc.end) == ("ops", How.FUZZY, start, start + len(passage))
+    assert 97 < loc.score < 98
+
+
+def test_a_row_decomposed_to_nfd_is_located_exactly_once_composed() -> None:
+    """Its stored form was aligned fuzzily first (a window of the decomposed row's length, and How.FUZZY); the
+    composed form is the document's text, exactly."""
+    docs = {"fr": "The café opens at eight. The résumé of the meeting is sent to the team every evening at six. End."}
+    passage = "The résumé of the meeting is sent to the team every evening at six."
+    start = docs["fr"].index(passage)
+    for doc_id in (None, "fr"):
+        row = StoredRow(pk="1", doc_id=doc_id, text=unicodedata.normalize("NFD", passage))
+        (loc,) = locate_rows(docs, [row])
+        assert (loc.doc_id, loc.how, loc.start, loc.end, loc.score) == (
+            "fr",
+            How.EXACT,
+            start,
+            start + len(passage),
+            100.0,
+        )
+
+
+def test_a_row_whose_markup_was_cleaned_away_is_placed_on_its_whole_passage() -> None:
+    """The alignment's window is as long as the row, four characters shorter than the passage it came from: the
+    window cut the passage's end. It is moved onto the row's first and last matched characters."""
+    passage = "Restart the **replica** now, then check the replication lag and the disk usage on every node again."
+    docs = {"ops": f"Keep the lag low. {passage} Rotate the logs weekly.", "other": "Rotate the logs weekly."}
+    start = docs["ops"].index(passage)
+    for doc_id in (None, "ops"):
+        (loc,) = locate_rows(docs, [StoredRow(pk="1", doc_id=doc_id, text=passage.replace("*", ""))])
+        assert (loc.doc_id, loc.how, loc.start, loc.end) == ("ops", How.FUZZY, start, start + len(passage))
+
+
+def test_a_noisy_row_keeps_the_window_that_is_its_passage() -> None:
+    """A row with characters changed, not lost, is as long as its passage: the window is already the passage, and
+    a run of characters beside it that also matches (' the ') does not move it."""
+    passage = "Restart the replica now, then check the lag."
+    docs = {"ops": f"Check the the {passage} the end.", "other": "Rotate the logs weekly."}
+    start = docs["ops"].index(passage)
+    (loc,) = locate_rows(docs, [StoredRow(pk="1", doc_id="ops", text="Restart thc replica n0w, then check the lag.")])
+    assert (loc.doc_id, loc.how, loc.start, loc.end) == ("ops", How.FUZZY, start, start + len(passage))

