@@ -145,6 +145,37 @@ def test_over_http_eight_clients_at_once_get_their_own_payloads_and_sigterm_ends
     assert process.wait(timeout=30) == 0
 
 
+def test_over_http_a_body_past_4_mib_is_answered_413_unread_and_the_service_goes_on(
+    kb: dict[str, Any], http_service: tuple[subprocess.Popen[bytes], int]
+) -> None:
+    """The MCP SDK's own limit on a request body (``max_request_body_size``, 4 MiB by default), which the service
+    keeps: 20 MB declared is refused before any of it is read, 5 MiB sent in chunks once 4 MiB has arrived; a
+    query over ``max_query_chars`` but under the limit stays a tool error naming the limit (tests/unit/serve/test_service.py)."""
+    import http.client
+
+    process, port = http_service
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    declared = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # 20 MB declared, 7 bytes sent
+    declared.putrequest("POST", "/mcp")
+    for key, value in {**headers, "content-length": "20000000"}.items():
+        declared.putheader(key, value)
+    declared.endheaders(b'{"id": ')
+    response = declared.getresponse()  # answered before the rest: it is never read
+    assert response.status == 413 and response.read() == b"Request body too large"
+    declared.close()
+    chunked = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # 5 MiB in chunks, no length
+    chunked.request("POST", "/mcp", body=iter([b" " * 1024 * 1024] * 5), headers=headers, encode_chunked=True)
+    response = chunked.getresponse()
+    assert response.status == 413 and response.read() == b"Request body too large"
+    chunked.close()
+
+    async def main() -> dict[str, Any]:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+            return await _ask(c, QUERIES)
+
+    assert _same(anyio.run(main), kb["expected"]) and process.poll() is None
+
+
 def test_a_collection_that_is_not_there_is_refused_with_exit_2_and_one_line(kb: dict[str, Any]) -> None:
     argv = serve_argv(kb["properties"], kb["uri"], "no_such_collection")
     done = subprocess.run(
