@@ -150,7 +150,8 @@ def test_over_http_a_body_past_4_mib_is_answered_413_unread_and_the_service_goes
 ) -> None:
     """The MCP SDK's own limit on a request body (``max_request_body_size``, 4 MiB by default), which the service
     keeps: 20 MB declared is refused before any of it is read, 5 MiB sent in chunks once 4 MiB has arrived; a
-    query over ``max_query_chars`` but under the limit stays a tool error naming the limit (tests/unit/serve/test_service.py)."""
+    query over ``max_query_chars`` but under the limit stays a tool error naming the limit
+    (tests/unit/serve/test_service.py)."""
     import http.client
 
     process, port = http_service
