@@ -97,6 +97,7 @@ def _reads_like_the_text_beside(change: str, text: str, doc: str, passage: tuple
 @example(seed=253, change="header", with_doc_id=False)  # a header like the text before the passage
 @example(seed=28941, change="noise", with_doc_id=False)  # no word 4-gram without the noise: word pairs find it
 @example(seed=5864377, change="header", with_doc_id=False)  # a header longer than the passage
+@example(seed=21561, change="markup", with_doc_id=False)  # the row's window cut its passage short (0.894)
 def test_a_changed_row_is_located_in_its_true_document_with_its_true_range(
     seed: int, change: str, with_doc_id: bool
 ) -> None:
