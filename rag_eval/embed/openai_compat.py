@@ -174,6 +174,10 @@ def openai_send(
         rows = sorted(response.data, key=lambda d: d.index)
         if len(rows) != len(texts):
             raise RetryableError(f"{len(rows)} vectors for {len(texts)} texts")
+        indices = [d.index for d in rows]
+        if indices != list(range(len(texts))):  # a vector given twice and another missing: never paired by guess
+            shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
+            raise RetryableError(f"vectors indexed {shown} for {len(texts)} texts (0 to {len(texts) - 1}, once each)")
         return [list(map(float, d.embedding)) for d in rows]
 
     return send, client.close

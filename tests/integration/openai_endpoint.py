@@ -4,7 +4,8 @@ that dies mid-run, vectors of the wrong dimension or of another model. Requests 
 ``openai`` client over real HTTP; only the server is ours.
 
 ``plan`` says what each request gets, in order (then ``"ok"``): ``"ok"``, ``(status, headers)`` or ``"die"``
-(the server closes the connection and stops listening: every later request is refused).
+(the server closes the connection and stops listening: every later request is refused); ``indices`` and
+``reversed`` how the vectors of an answer are indexed and listed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class Seen:
 class Endpoint:
     vectors: Vectors
     plan: list[Step] = field(default_factory=list)
+    # the index each vector of an answer carries (a broken server's: the same twice), and the vectors listed last
+    # first (which the API allows: the indices say the order)
+    indices: Callable[[int], Sequence[int]] = range
+    reversed: bool = False
     seen: list[Seen] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -74,8 +79,9 @@ class Endpoint:
                     self._answer(status, {"error": {"message": said, "type": "test"}}, headers)
                     seen.answered = status
                     return
-                data = [{"object": "embedding", "index": i, "embedding": v}
-                        for i, v in enumerate(endpoint.vectors(texts))]  # fmt: skip
+                pairs = zip(endpoint.indices(len(texts)), endpoint.vectors(texts), strict=True)
+                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in pairs]
+                data = data[::-1] if endpoint.reversed else data
                 tokens = sum(len(t.split()) for t in texts)
                 self._answer(200, {"object": "list", "data": data, "model": body.get("model", ""),
                                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, {})  # fmt: skip

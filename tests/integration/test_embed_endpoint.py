@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -248,6 +249,37 @@ def test_a_refusal_is_exit_2_a_failure_exit_3_one_line_without_the_key(
     assert len(answered) == (1 if code == 2 else 3) and answered[0].authorization == f"Bearer {KEY}"
     assert not (tmp_path / "run").exists()
     assert_key_nowhere(tmp_path, output=output)
+
+
+@pytest.mark.parametrize(
+    ("indices", "said"),
+    [(lambda n: [0] * n, "vectors indexed 0, 0, 0 for 3 texts (0 to 2, once each)"),
+     (lambda n: range(1, n + 1), "vectors indexed 1, 2, 3 for 3 texts"),
+     (lambda n: [0, 2, 2], "vectors indexed 0, 2, 2 for 3 texts")],
+)  # fmt: skip
+def test_vectors_whose_indices_do_not_name_each_text_once_are_an_error(
+    indices: Callable[[int], Sequence[int]], said: str
+) -> None:
+    """The answer's ``index`` pairs a vector with its text: one given twice (another missing) was paired by its
+    place after sorting, so a text could get its neighbour's vector. Vectors listed in another order with right
+    indices (which the API allows) are put back in the texts' order."""
+    from rag_eval.embed.openai_compat import RetryableError, openai_send
+
+    def vectors(texts: Sequence[str]) -> list[list[float]]:
+        return [[float(len(t)), 1.0] for t in texts]
+
+    for bad in (False, True):
+        endpoint = Endpoint(vectors=vectors, indices=indices if bad else range, reversed=not bad).start()
+        send, close = openai_send(base_url=endpoint.base_url, model="m", api_key="k", dimensions=None, timeout=10)
+        try:
+            if bad:
+                with pytest.raises(RetryableError, match=re.escape(said)):
+                    send(["a", "bb", "ccc"])
+            else:
+                assert send(["a", "bb", "ccc"]) == [[1.0, 1.0], [2.0, 1.0], [3.0, 1.0]]
+        finally:
+            close()
+            endpoint.stop()
 
 
 def test_vectors_of_another_dimension_are_exit_2(
