@@ -46,12 +46,35 @@ def _parquet(path: Path) -> tuple[str, dict[str, list[float]]]:
     key = "id" if "id" in names else "text" if "text" in names else None
     if key is None or "vector" not in names:
         raise DatasetError(f"expected the columns id (or text) and vector, found {names}", path=str(path))
-    keys = [str(k) for k in table.column(key).to_pylist()]
-    return key, dict(zip(keys, table.column("vector").to_pylist(), strict=True))
+    out: dict[str, list[float]] = {}
+    first: dict[str, int] = {}
+    for row, (k, vector) in enumerate(zip(table.column(key).to_pylist(), table.column("vector").to_pylist(),
+                                          strict=True)):  # fmt: skip
+        if k is None:
+            raise DatasetError(f"null on row {row:,}", path=str(path), field=key)
+        _keep(out, first, str(k), vector, at=row, where=(path, None, f"row {row:,}"))
+    return key, out
+
+
+def _keep(
+    out: dict[str, list[float]], first: dict[str, int], key: str, vector: list[float], *, at: int,
+    where: tuple[Path, int | None, str],
+) -> None:
+    """``vector`` as ``key``'s; a key given again must come with the same vector (two would be a guess)."""
+    path, line, shown = where
+    if key in out:
+        if out[key] != vector:
+            said = "line" if line is not None else "row"
+            raise DatasetError(f"{key!r} is given twice with different vectors ({said} {first[key]:,} and {shown}): "
+                               "one query, one vector", path=str(path), line=line)  # fmt: skip
+        return
+    out[key] = vector
+    first[key] = at
 
 
 def _jsonl(path: Path) -> tuple[str, dict[str, list[float]]]:
     out: dict[str, list[float]] = {}
+    first: dict[str, int] = {}
     kind = ""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -71,10 +94,12 @@ def _jsonl(path: Path) -> tuple[str, dict[str, list[float]]]:
         if kind and key != kind:
             raise DatasetError(f"keyed by {key} where earlier lines are keyed by {kind}", path=str(path), line=n)
         kind = key
+        if not isinstance(obj[key], str | int) or isinstance(obj[key], bool):
+            raise DatasetError("expected text or a whole number", path=str(path), line=n, field=key)
         vector = obj.get("vector")
         if not isinstance(vector, list) or not all(_number(v) for v in vector):
             raise DatasetError("expected a list of numbers", path=str(path), line=n, field="vector")
-        out[str(obj[key])] = vector
+        _keep(out, first, str(obj[key]), vector, at=n, where=(path, n, "this one"))
     return kind or "id", out
 
 

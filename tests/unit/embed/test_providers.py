@@ -4,6 +4,7 @@ providers, the resolver keeping what arrived before a failure, the fit check's c
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -226,13 +227,38 @@ def test_queries_without_a_vector_are_exit_2_naming_how_many_and_the_first(tmp_p
      (["not json"], "q.jsonl:1: not JSON"),
      (['{"id": "q1", "vector": [1]}', '{"text": "x", "vector": [1]}'], "q.jsonl:2: keyed by text"),
      (['{"id": "q1", "vector": [1]}', '{"id": "q2", "vector": [1, 2]}', '{"id": "q3", "vector": [1]}'],
-      "different dimensions [1, 2]")],
+      "different dimensions [1, 2]"),
+     (['{"id": "q1", "vector": [1, 0]}', '{"id": "q2", "vector": [1, 0]}', '{"id": "q1", "vector": [0, 1]}'],
+      "q.jsonl:3: 'q1' is given twice with different vectors (line 1 and this one): one query, one vector"),
+     (['{"id": null, "vector": [1]}'], "q.jsonl:1: field 'id': expected text or a whole number"),
+     (['{"id": ["q1"], "vector": [1]}'], "q.jsonl:1: field 'id': expected text or a whole number"),
+     (['{"text": true, "vector": [1]}'], "q.jsonl:1: field 'text': expected text or a whole number")],
 )  # fmt: skip
 def test_a_bad_query_vector_file_names_the_line(tmp_path: Path, lines: list[str], why: str) -> None:
     path = tmp_path / "q.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DatasetError, match=why.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(DatasetError, match=re.escape(why)):
         query_vector_file(path, QUERIES, model_id="p", normalize=True, split="test")
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_query_given_twice_with_one_vector_is_read_once(tmp_path: Path, suffix: str) -> None:
+    rows = [{"id": q, "vector": [3.0, 4.0]} for q, _, _ in QUERIES] + [{"id": "q2", "vector": [3.0, 4.0]}]
+    vf = query_vector_file(write_queries(tmp_path / f"q{suffix}", rows), QUERIES, model_id="p", normalize=False,
+                           split="test")  # fmt: skip
+    assert len(vf.vectors) == 3 and vf.vectors[text_sha256("disk full")].tolist() == [3.0, 4.0]
+
+
+def test_parquet_query_vectors_refuse_a_query_given_twice_with_two_vectors_and_a_null_id(tmp_path: Path) -> None:
+    rows = [{"id": q, "vector": [3.0, 4.0]} for q, _, _ in QUERIES] + [{"id": "q2", "vector": [4.0, 3.0]}]
+    twice = "q.parquet: 'q2' is given twice with different vectors (row 1 and row 3)"
+    with pytest.raises(DatasetError, match=re.escape(twice)):
+        query_vector_file(write_queries(tmp_path / "q.parquet", rows), QUERIES, model_id="p", normalize=False,
+                          split="test")  # fmt: skip
+    rows = [{"id": q, "vector": [3.0, 4.0]} for q, _, _ in QUERIES] + [{"id": None, "vector": [1.0, 1.0]}]
+    with pytest.raises(DatasetError, match=re.escape("n.parquet: field 'id': null on row 3")):
+        query_vector_file(write_queries(tmp_path / "n.parquet", rows), QUERIES, model_id="p", normalize=False,
+                          split="test")  # fmt: skip
 
 
 def test_the_sample_is_seeded_and_independent_of_read_order() -> None:
