@@ -205,6 +205,8 @@ class RagConfig:
             values = javaproperties.loads(text)
         except (ValueError, UnicodeError) as exc:
             raise ConfigError([ConfigProblem("(file)", f"not a .properties text: {exc}")], path=source) from exc
+        if twice := _rag_keys_given_twice(text):
+            raise ConfigError(twice, path=source)
         return cls.from_mapping(values, source=source)
 
     @classmethod
@@ -359,6 +361,31 @@ def encoding_problem(data: bytes) -> str | None:
         f"is {kind} (a byte-order mark {bom.hex(' ').upper()}): production reads .properties as ISO-8859-1 or "
         f"UTF-8, so it would see none of its keys and would use every default; {_SAVE_AS}"
     )
+
+
+def _rag_keys_given_twice(text: str) -> list[ConfigProblem]:
+    """A ``rag.`` key given again with another value: production's reader keeps the last, so the first is lost
+    without a word (the same value twice is harmless). Lines are the file's, a continued value's first.
+
+    >>> [p.message for p in _rag_keys_given_twice("rag.top-k=5\\nother=1\\nrag.top-k = 7\\nrag.top-k=7\\n")]
+    ['given twice with other values, 5 on line 1 and 7 on line 3: production keeps the last and loses line 1; keep one']
+    """
+    import javaproperties
+
+    first: dict[str, tuple[int, str]] = {}
+    out: list[ConfigProblem] = []
+    line = 1
+    for element in javaproperties.parse(text):
+        key, value = getattr(element, "key", None), getattr(element, "value", None)
+        if isinstance(key, str) and isinstance(value, str) and key.startswith("rag."):
+            seen = first.setdefault(key, (line, value))
+            if seen[1] != value:
+                why = (f"given twice with other values, {seen[1]} on line {seen[0]} and {value} on line {line}: "
+                       f"production keeps the last and loses line {seen[0]}; keep one")  # fmt: skip
+                out.append(ConfigProblem(key, why))
+                first[key] = (line, value)
+        line += max(1, len(element.source.splitlines()))
+    return out
 
 
 def _first_key(data: bytes) -> str | None:

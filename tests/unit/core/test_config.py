@@ -102,7 +102,7 @@ def test_legacy_pipeline_uses_one_width() -> None:
     c = RagConfig.from_properties_text("rag.pipeline=legacy\nrag.top-k=6")
     assert (c.pipeline, c.retrieve_k, c.return_n) == (PipelineKind.LEGACY_MERGE, 6, 6)
     with pytest.raises(ConfigError) as err:
-        RagConfig.from_properties_text("rag.pipeline=legacy\nrag.retrieve-k=20\nrag.pipeline=nope")
+        RagConfig.from_properties_text("rag.retrieve-k=20\nrag.pipeline=nope")
     assert {p.key for p in err.value.problems} == {"rag.pipeline"}
     with pytest.raises(ConfigError) as err2:
         RagConfig.from_properties_text("rag.pipeline=legacy\nrag.retrieve-k=20")
@@ -168,3 +168,30 @@ def test_integers_java_reads() -> None:
     assert RagConfig.from_properties_text("rag.retrieve-k=+30\nrag.return-n= 7 ").retrieve_k == 30
     with pytest.raises(ConfigError, match="outside the 32-bit"):
         RagConfig.from_mapping({"rag.retrieve-k": 2**40})
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("rag.top-k=5\nrag.top-k=7\n", ["given twice with other values, 5 on line 1 and 7 on line 2", "@ rag.top-k"]),
+        ("# widths\nrag.retrieve-k = 30\nother.key=1\nrag.retrieve-k = \\\n    40\nrag.return-n=3\n",
+         ["given twice with other values, 30 on line 2 and 40 on line 4", "@ rag.retrieve-k"]),
+        ("rag.return-n=3\nrag.top-k=5\nrag.return-n:4\nrag.top-k 6\n",
+         ["given twice with other values, 3 on line 1 and 4 on line 3", "@ rag.return-n",
+          "5 on line 2 and 6 on line 4", "@ rag.top-k"]),
+        ("rag.top-k=5\r\nrag.top-k=5\r\nrag.top-k=9\r\n", ["5 on line 1 and 9 on line 3"]),
+    ],
+)
+def test_a_rag_key_given_twice_with_other_values_is_refused_naming_both_lines(text: str, said: list[str]) -> None:
+    """Production's reader keeps the last value: the first is lost without a word, so the file is refused."""
+    with pytest.raises(ConfigError) as err:
+        RagConfig.from_properties_text(text, source="app.properties")
+    message = str(err.value)
+    assert message.startswith("app.properties: ") and "\n" not in message
+    assert all(part in message for part in said), message
+    assert "production keeps the last" in message
+
+
+def test_a_key_given_twice_with_one_value_or_outside_rag_is_read_as_production_reads_it() -> None:
+    c = RagConfig.from_properties_text("rag.top-k=5\nrag.top-k = 5\nspring.port=1\nspring.port=2\n")
+    assert (c.retrieve_k, c.return_n) == (5, 5)
