@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -202,11 +202,12 @@ class RagConfig:
         import javaproperties  # lazy: keeps ``import rag_eval.core`` stdlib-only
 
         try:
-            values = javaproperties.loads(text)
+            elements = list(javaproperties.parse(text))  # key-values, comments and blank lines, in order
         except (ValueError, UnicodeError) as exc:
             raise ConfigError([ConfigProblem("(file)", f"not a .properties text: {exc}")], path=source) from exc
-        if twice := _rag_keys_given_twice(text):
+        if twice := _rag_keys_given_twice(elements):
             raise ConfigError(twice, path=source)
+        values = {e.key: e.value for e in elements if isinstance(e, javaproperties.KeyValue)}  # the last wins, as loads
         return cls.from_mapping(values, source=source)
 
     @classmethod
@@ -363,19 +364,20 @@ def encoding_problem(data: bytes) -> str | None:
     )
 
 
-def _rag_keys_given_twice(text: str) -> list[ConfigProblem]:
-    """A ``rag.`` key given again with another value: production's reader keeps the last, so the first is lost
-    without a word (the same value twice is harmless). Lines are the file's, a continued value's first.
+def _rag_keys_given_twice(elements: Iterable[Any]) -> list[ConfigProblem]:
+    """A ``rag.`` key given again with another value among a file's ``javaproperties.parse`` elements: production's
+    reader keeps the last, so the first is lost without a word (the same value twice is harmless). Lines are the
+    file's (counted in every element's source, comments and blank lines too), a continued value's first.
 
-    >>> [p.message for p in _rag_keys_given_twice("rag.top-k=5\\nother=1\\nrag.top-k = 7\\nrag.top-k=7\\n")]
-    ['given twice with other values, 5 on line 1 and 7 on line 3: production keeps the last and loses line 1; keep one']
+    >>> import javaproperties
+    >>> text = "rag.top-k=5\\nother=1\\n# note\\nrag.top-k = 7\\nrag.top-k=7\\n"
+    >>> [p.message for p in _rag_keys_given_twice(javaproperties.parse(text))]
+    ['given twice with other values, 5 on line 1 and 7 on line 4: production keeps the last and loses line 1; keep one']
     """
-    import javaproperties
-
     first: dict[str, tuple[int, str]] = {}
     out: list[ConfigProblem] = []
     line = 1
-    for element in javaproperties.parse(text):
+    for element in elements:
         key, value = getattr(element, "key", None), getattr(element, "value", None)
         if isinstance(key, str) and isinstance(value, str) and key.startswith("rag."):
             seen = first.setdefault(key, (line, value))

@@ -46,35 +46,30 @@ def _parquet(path: Path) -> tuple[str, dict[str, list[float]]]:
     key = "id" if "id" in names else "text" if "text" in names else None
     if key is None or "vector" not in names:
         raise DatasetError(f"expected the columns id (or text) and vector, found {names}", path=str(path))
-    out: dict[str, list[float]] = {}
-    first: dict[str, int] = {}
+    found: dict[str, tuple[str, list[float]]] = {}
     for row, (k, vector) in enumerate(zip(table.column(key).to_pylist(), table.column("vector").to_pylist(),
                                           strict=True)):  # fmt: skip
         if k is None:
             raise DatasetError(f"null on row {row:,}", path=str(path), field=key)
-        _keep(out, first, str(k), vector, at=row, where=(path, None, f"row {row:,}"))
-    return key, out
+        _keep(found, str(k), vector, f"row {row:,}", path=path)
+    return key, {k: vector for k, (_, vector) in found.items()}
 
 
 def _keep(
-    out: dict[str, list[float]], first: dict[str, int], key: str, vector: list[float], *, at: int,
-    where: tuple[Path, int | None, str],
+    found: dict[str, tuple[str, list[float]]], key: str, vector: list[float], at: str, *, path: Path,
+    line: int | None = None,
 ) -> None:
-    """``vector`` as ``key``'s; a key given again must come with the same vector (two would be a guess)."""
-    path, line, shown = where
-    if key in out:
-        if out[key] != vector:
-            said = "line" if line is not None else "row"
-            raise DatasetError(f"{key!r} is given twice with different vectors ({said} {first[key]:,} and {shown}): "
-                               "one query, one vector", path=str(path), line=line)  # fmt: skip
-        return
-    out[key] = vector
-    first[key] = at
+    """``vector`` as ``key``'s, given ``at`` (a row, or ``line``'s line); a key given again must come with the same
+    vector (two would be a guess)."""
+    where, earlier = found.setdefault(key, (at, vector))
+    if earlier != vector:
+        here = at if line is None else "this one"
+        raise DatasetError(f"{key!r} is given twice with different vectors ({where} and {here}): one query, one "
+                           "vector", path=str(path), line=line)  # fmt: skip
 
 
 def _jsonl(path: Path) -> tuple[str, dict[str, list[float]]]:
-    out: dict[str, list[float]] = {}
-    first: dict[str, int] = {}
+    found: dict[str, tuple[str, list[float]]] = {}
     kind = ""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -99,8 +94,8 @@ def _jsonl(path: Path) -> tuple[str, dict[str, list[float]]]:
         vector = obj.get("vector")
         if not isinstance(vector, list) or not all(_number(v) for v in vector):
             raise DatasetError("expected a list of numbers", path=str(path), line=n, field="vector")
-        _keep(out, first, str(obj[key]), vector, at=n, where=(path, n, "this one"))
-    return kind or "id", out
+        _keep(found, str(obj[key]), vector, f"line {n:,}", path=path, line=n)
+    return kind or "id", {k: vector for k, (_, vector) in found.items()}
 
 
 def _number(v: object) -> bool:

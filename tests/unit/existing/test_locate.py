@@ -203,10 +203,11 @@ def test_a_row_whose_markup_was_cleaned_away_is_placed_on_its_whole_passage() ->
 
 
 def test_a_noisy_row_keeps_the_window_that_is_its_passage() -> None:
-    """A row with characters changed, not lost, is as long as its passage: the window is already the passage, and
-    a run of characters beside it that also matches (' the ') does not move it."""
-    passage = "Restart the replica now, then check the lag."
-    docs = {"ops": f"Check the the {passage} the end.", "other": "Rotate the logs weekly."}
+    """A row with characters changed, not lost, is as long as its passage: the window is already the passage. Its
+    first and last runs of matching characters would start two characters in (the alignment pairs the row's
+    'node node node' differently); the window is kept, since the row is not more like that text."""
+    passage = "Node node node days weekly? Check naïve restart über pool cluster disk logs rotate?"
+    docs = {"ops": f"Retry the connection? {passage} Keep the logs.", "other": "Rotate the logs weekly."}
     start = docs["ops"].index(passage)
-    (loc,) = locate_rows(docs, [StoredRow(pk="1", doc_id="ops", text="Restart thc replica n0w, then check the lag.")])
+    (loc,) = locate_rows(docs, [StoredRow(pk="1", doc_id="ops", text=passage.replace("pool", "p0ol"))])
     assert (loc.doc_id, loc.how, loc.start, loc.end) == ("ops", How.FUZZY, start, start + len(passage))
